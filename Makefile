@@ -1,0 +1,48 @@
+# The two commands a newcomer needs: `make run` and `make test`.
+# PYTHON=/path/to/python3.12+ overrides the interpreter search (scripts/find-python).
+
+VENV      := .venv
+PY        := $(VENV)/bin/python
+STAMP     := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: run test venv install migrate demo lint format bench clean
+
+run: install migrate demo
+	@scripts/run-dev.sh
+
+test: install
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: install
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+venv: $(PY)
+
+$(PY):
+	@interp=$$(scripts/find-python) || exit 1; \
+	echo "Creating $(VENV) with $$interp"; \
+	"$$interp" -m venv $(VENV)
+
+install: $(STAMP)
+
+$(STAMP): requirements.txt $(PY)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	@touch $(STAMP)
+
+migrate: install
+	$(PY) manage.py migrate --noinput
+
+demo: migrate
+	$(PY) manage.py bootstrap_demo
+
+bench: install
+	$(PY) bench/queue_throughput.py
+
+clean:
+	rm -rf $(VENV) db.sqlite3 .pytest_cache

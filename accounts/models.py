@@ -1,0 +1,5 @@
+"""Django finds an app's models here; they live in the infrastructure layer."""
+
+from accounts.infrastructure.models import Account, Membership
+
+__all__ = ["Account", "Membership"]

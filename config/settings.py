@@ -1,0 +1,169 @@
+"""Relay settings: twelve-factor, read from the environment through django-environ.
+
+Every value has a default that works on a laptop (SQLite, console email), so
+`make run` needs no configuration. Production sets at least SECRET_KEY,
+DEBUG=false, ALLOWED_HOSTS and DATABASE_URL. `.env.example` lists them all.
+"""
+
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+# A .env file in the project folder is read if present; real environment variables win.
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+DEBUG = env.bool("DEBUG", default=True)
+SECRET_KEY = env.str("SECRET_KEY", default="")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off.")
+    # Development only: a fixed key so sessions survive restarts of `make run`.
+    SECRET_KEY = "relay-insecure-development-key-do-not-use-in-production"  # noqa: S105
+
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "accounts",
+    "contacts",
+    "jobs",
+    "workflows",
+    "integrations",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------
+# The default is a SQLite file inside the project folder (not the working
+# directory), so `manage.py` finds the same database from anywhere.
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
+_db = DATABASES["default"]
+if _db["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets readers run beside the one writer; IMMEDIATE takes the write
+    # lock at BEGIN so two workers never deadlock upgrading a read lock.
+    _db.setdefault("OPTIONS", {}).update(
+        {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 30,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    )
+    # Tests start real worker processes, which need a file, not :memory:.
+    _db["TEST"] = {"NAME": str(BASE_DIR / "test_db.sqlite3")}
+else:
+    _db.setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
+    _db["CONN_HEALTH_CHECKS"] = True
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+# --- Email ------------------------------------------------------------------
+# EMAIL_URL: smtp://user:pass@host:25, smtp+tls://..., smtp+ssl://..., consolemail:// (default).
+# Parsed by django-environ, then expressed as Django 6.1's MAILERS.
+_email = env.email_url("EMAIL_URL", default="consolemail://")
+_smtp_options = {
+    "host": _email.get("EMAIL_HOST"),
+    "port": _email.get("EMAIL_PORT"),
+    "username": _email.get("EMAIL_HOST_USER"),
+    "password": _email.get("EMAIL_HOST_PASSWORD"),
+    "use_tls": _email.get("EMAIL_USE_TLS"),
+    "use_ssl": _email.get("EMAIL_USE_SSL"),
+    "timeout": env.float("EMAIL_TIMEOUT", default=10.0),
+}
+MAILERS = {
+    "default": {
+        "BACKEND": _email["EMAIL_BACKEND"],
+        "OPTIONS": (
+            {k: v for k, v in _smtp_options.items() if v not in (None, "")}
+            if _email["EMAIL_BACKEND"].endswith("smtp.EmailBackend")
+            else {}
+        ),
+    }
+}
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="Relay <relay@localhost>")
+
+# --- Job queue (jobs) ---------------------------------------------------------
+# Each JOB_* setting is documented in the README with its default.
+JOB_POLL_INTERVAL = env.float("JOB_POLL_INTERVAL", default=1.0)
+JOB_EXECUTION_TIMEOUT = env.float("JOB_EXECUTION_TIMEOUT", default=600.0)
+JOB_SHUTDOWN_GRACE = env.float("JOB_SHUTDOWN_GRACE", default=30.0)
+JOB_MAX_RETRIES = env.int("JOB_MAX_RETRIES", default=3)
+JOB_RETRY_DELAY_SECONDS = env.float("JOB_RETRY_DELAY_SECONDS", default=60.0)
+JOB_BACKOFF_MAX_SECONDS = env.float("JOB_BACKOFF_MAX_SECONDS", default=3600.0)
+JOB_RETRY_JITTER = env.float("JOB_RETRY_JITTER", default=0.25)
+JOB_CONCURRENCY = env.int("JOB_CONCURRENCY", default=4)
+JOB_BATCH_SIZE = env.int("JOB_BATCH_SIZE", default=100)
+JOB_HANDLER_MODULES = env.list("JOB_HANDLER_MODULES", default=[])
+JOB_RETENTION_DAYS = env.float("JOB_RETENTION_DAYS", default=7.0)
+JOB_DEAD_LETTER_RETENTION_DAYS = env.float("JOB_DEAD_LETTER_RETENTION_DAYS", default=None)
+
+# Django's own tasks framework runs on Relay's queue: `@task` + `.enqueue()`.
+TASKS = {"default": {"BACKEND": "jobs.infrastructure.tasks_backend.RelayTaskBackend"}}
+
+# --- Logging ------------------------------------------------------------------
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+    },
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+    },
+}

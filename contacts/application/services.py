@@ -1,0 +1,98 @@
+"""Contact use cases. Every write goes through here, so every change emits its event."""
+
+from typing import Any
+
+from django.db import transaction
+
+from contacts.application import events
+from contacts.domain.model import ConsentChannel, ConsentSource, ContactError, with_tag, without_tag
+from contacts.infrastructure.models import ConsentChange, Contact
+
+# Fields a caller may set directly; consent changes go through set_consent.
+EDITABLE_FIELDS = ("email", "phone", "first_name", "last_name")
+
+
+def _check_fields(fields: dict[str, Any]) -> None:
+    for name, value in fields.items():
+        if name == "custom_fields":
+            if not isinstance(value, dict):
+                raise ContactError("custom_fields", "must be an object")
+        elif name not in EDITABLE_FIELDS:
+            raise ContactError(name, "is not a contact field")
+        elif not isinstance(value, str):
+            raise ContactError(name, "must be a string")
+
+
+@transaction.atomic
+def contact_create(*, account_id: int, **fields: Any) -> Contact:
+    tags = fields.pop("tags", [])
+    _check_fields(fields)
+    contact = Contact(account_id=account_id, **fields)
+    for tag in tags:
+        contact.tags, _ = with_tag(contact.tags, tag)
+    contact.full_clean(exclude=["account"])
+    contact.save()
+    events.publish(events.ContactEvent(account_id, contact.pk, events.CONTACT_CREATED, {}))
+    for tag in contact.tags:
+        events.publish(events.ContactEvent(account_id, contact.pk, events.TAG_ADDED, {"tag": tag}))
+    return contact
+
+
+@transaction.atomic
+def contact_update(*, contact_id: int, fields: dict[str, Any], merge_custom_fields: bool = True) -> Contact:
+    """Set fields; custom fields are merged key by key unless told to replace them."""
+    _check_fields(fields)
+    contact = Contact.objects.select_for_update().get(pk=contact_id)
+    changed: list[str] = []
+    for name, value in fields.items():
+        if name == "custom_fields":
+            value = {**contact.custom_fields, **value} if merge_custom_fields else dict(value)
+        if getattr(contact, name) != value:
+            setattr(contact, name, value)
+            changed.append(name)
+    if changed:
+        contact.full_clean(exclude=["account"])
+        contact.save(update_fields=[*changed, "updated_at"])
+        events.publish(
+            events.ContactEvent(contact.account_id, contact.pk, events.CONTACT_UPDATED, {"changed": changed})
+        )
+    return contact
+
+
+@transaction.atomic
+def contact_add_tag(*, contact_id: int, tag: str) -> tuple[Contact, bool]:
+    contact = Contact.objects.select_for_update().get(pk=contact_id)
+    contact.tags, added = with_tag(contact.tags, tag)
+    if added:
+        contact.save(update_fields=["tags", "updated_at"])
+        events.publish(events.ContactEvent(contact.account_id, contact.pk, events.TAG_ADDED, {"tag": contact.tags[-1]}))
+    return contact, added
+
+
+@transaction.atomic
+def contact_remove_tag(*, contact_id: int, tag: str) -> tuple[Contact, bool]:
+    contact = Contact.objects.select_for_update().get(pk=contact_id)
+    before = set(contact.tags)
+    contact.tags, removed = without_tag(contact.tags, tag)
+    if removed:
+        contact.save(update_fields=["tags", "updated_at"])
+        (gone,) = before - set(contact.tags)
+        events.publish(events.ContactEvent(contact.account_id, contact.pk, events.TAG_REMOVED, {"tag": gone}))
+    return contact, removed
+
+
+@transaction.atomic
+def contact_set_consent(
+    *, contact_id: int, channel: ConsentChannel, opted_out: bool, source: ConsentSource, detail: str = ""
+) -> tuple[Contact, bool]:
+    """Record a consent change; repeating the current state changes nothing and records nothing."""
+    contact = Contact.objects.select_for_update().get(pk=contact_id)
+    field = "unsubscribed" if ConsentChannel(channel) is ConsentChannel.EMAIL else "sms_opted_out"
+    if getattr(contact, field) == opted_out:
+        return contact, False
+    setattr(contact, field, opted_out)
+    contact.save(update_fields=[field, "updated_at"])
+    ConsentChange.objects.create(
+        contact=contact, channel=channel, opted_out=opted_out, source=source, detail=detail[:200]
+    )
+    return contact, True

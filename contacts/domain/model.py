@@ -1,0 +1,73 @@
+"""Contacts' rules: tag spelling and consent. Plain Python."""
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+MAX_TAG_LENGTH = 64
+
+
+class ContactError(ValueError):
+    """Bad contact input; `field` names what was wrong."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+def normalize_tag(tag: object) -> str:
+    """Tags compare case-insensitively and without surrounding spaces."""
+    if not isinstance(tag, str):
+        raise ContactError("tag", "must be a string")
+    cleaned = tag.strip().lower()
+    if not cleaned:
+        raise ContactError("tag", "must not be blank")
+    if len(cleaned) > MAX_TAG_LENGTH:
+        raise ContactError("tag", f"must be at most {MAX_TAG_LENGTH} characters")
+    return cleaned
+
+
+def with_tag(tags: list[str], tag: str) -> tuple[list[str], bool]:
+    """The tag list with `tag` added, and whether it was new."""
+    tag = normalize_tag(tag)
+    if tag in tags:
+        return list(tags), False
+    return [*tags, tag], True
+
+
+def without_tag(tags: list[str], tag: str) -> tuple[list[str], bool]:
+    """The tag list with `tag` removed, and whether it was there."""
+    tag = normalize_tag(tag)
+    if tag not in tags:
+        return list(tags), False
+    return [t for t in tags if t != tag], True
+
+
+class ConsentChannel(StrEnum):
+    EMAIL = "email"
+    SMS = "sms"  # SMS and voice calls share the phone number's opt-out
+
+
+class ConsentSource(StrEnum):
+    API = "api"
+    ADMIN = "admin"
+    UNSUBSCRIBE_LINK = "unsubscribe_link"
+    INBOUND_SMS = "inbound_sms"
+    WORKFLOW = "workflow"
+
+
+@dataclass(frozen=True)
+class ConsentState:
+    """What a contact has agreed to receive. Consent is law: checked when a step runs."""
+
+    unsubscribed: bool
+    sms_opted_out: bool
+
+    def allows_email(self) -> bool:
+        return not self.unsubscribed
+
+    def allows_sms(self) -> bool:
+        return not self.sms_opted_out
+
+    def allows_voice(self) -> bool:
+        return not self.sms_opted_out

@@ -1,0 +1,73 @@
+"""Operators' view of the queue. Actions call the same services as the API."""
+
+from django.contrib import admin, messages
+
+from jobs.application.operations import JobConflict, job_cancel, job_retry
+from jobs.domain.states import IllegalJobTransition
+from jobs.infrastructure.models import Job, Schedule
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    list_display = (
+        "id",
+        "handler",
+        "queue",
+        "status",
+        "priority",
+        "attempt_number",
+        "max_attempts",
+        "run_at",
+        "account",
+        "created_at",
+    )
+    list_filter = ("status", "queue", "handler")
+    search_fields = ("=id", "handler", "unique_key", "error_message", "worker_id")
+    ordering = ("-created_at",)
+    date_hierarchy = "created_at"
+    actions = ["retry_jobs", "cancel_jobs"]
+    list_select_related = ("account",)
+    show_full_result_count = False
+
+    def get_fields(self, request, obj=None):
+        fields = [f.name for f in Job._meta.fields]
+        if not request.user.is_superuser:
+            fields.remove("payload")  # payloads may carry personal data
+        return fields
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.get_fields(request, obj)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    @admin.action(description="Retry selected jobs (dead, failed or retrying)")
+    def retry_jobs(self, request, queryset):
+        self._apply(request, queryset, job_retry, "retried")
+
+    @admin.action(description="Cancel selected jobs (pending or retrying)")
+    def cancel_jobs(self, request, queryset):
+        self._apply(request, queryset, job_cancel, "cancelled")
+
+    def _apply(self, request, queryset, service, verb: str) -> None:
+        done, refused = 0, []
+        for job in queryset.only("id"):
+            try:
+                service(job_id=job.pk)
+                done += 1
+            except (IllegalJobTransition, JobConflict) as exc:
+                refused.append(f"{job.pk}: {exc}")
+        if done:
+            self.message_user(request, f"{done} job(s) {verb}.", messages.SUCCESS)
+        for line in refused[:20]:
+            self.message_user(request, line, messages.WARNING)
+
+
+@admin.register(Schedule)
+class ScheduleAdmin(admin.ModelAdmin):
+    list_display = ("name", "cron", "handler", "queue", "enabled", "next_run_at", "last_run_at")
+    list_filter = ("enabled",)
+    search_fields = ("name", "handler")

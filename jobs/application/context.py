@@ -1,0 +1,48 @@
+"""What a running handler knows about its job."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+from uuid import UUID
+
+from jobs.domain.errors import LeaseLost
+
+if TYPE_CHECKING:
+    from jobs.infrastructure.store import JobStore
+
+
+@dataclass
+class JobContext:
+    id: UUID
+    handler: str
+    queue: str
+    attempt_number: int  # 1 on the first attempt
+    max_attempts: int
+    account_id: int | None
+    worker_id: str
+    started: float  # epoch seconds
+    _store: JobStore = field(repr=False)
+    completed_in_transaction: bool = False
+
+    @property
+    def is_last_attempt(self) -> bool:
+        return self.attempt_number >= self.max_attempts
+
+    def mark_completed(self) -> None:
+        """Mark this job completed inside the caller's open transaction.
+
+        The completion then commits or rolls back with the handler's own
+        writes: a worker that crashes after the commit cannot run the job
+        again, and a worker that lost its lease cannot commit (LeaseLost
+        rolls the transaction back).
+        """
+        from jobs.infrastructure.store import Finished
+
+        acked = self._store.complete(
+            self.worker_id, [Finished(self.id, self.attempt_number, self.started, time.time())]
+        )
+        if self.id not in acked:
+            raise LeaseLost(f"job {self.id} attempt {self.attempt_number} is no longer held by {self.worker_id}")
+        self.completed_in_transaction = True

@@ -1,0 +1,146 @@
+"""What operators do to the queue: retry, cancel, look. The admin and the API call these."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+from uuid import UUID
+
+from django.db import IntegrityError, transaction
+from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, QuerySet
+from django.utils import timezone
+
+from jobs.domain.states import JobStatus, check_cancel, check_manual_retry
+from jobs.infrastructure.models import Job
+from jobs.infrastructure.store import get_store
+
+
+class JobNotFound(LookupError):
+    def __init__(self, job_id: Any) -> None:
+        super().__init__(f"no job with id {job_id}")
+
+
+class JobConflict(Exception):
+    """The job cannot be changed as asked (the API answers 409)."""
+
+
+def _locked(job_id: UUID | str, account_id: int | None) -> Job:
+    """The job, locked; another account's job is not found, exactly as a missing one."""
+    try:
+        pk = job_id if isinstance(job_id, UUID) else UUID(str(job_id))
+    except ValueError:
+        raise JobNotFound(job_id) from None
+    query = Job.objects.select_for_update()
+    if account_id is not None:
+        query = query.filter(account_id=account_id)
+    try:
+        return query.get(pk=pk)
+    except Job.DoesNotExist:
+        raise JobNotFound(job_id) from None
+
+
+@transaction.atomic
+def job_retry(*, job_id: UUID | str, account_id: int | None = None) -> Job:
+    """Dead, failed or retrying -> pending now, attempts reset to 0."""
+    job = _locked(job_id, account_id)
+    check_manual_retry(job.status)
+    job.status = JobStatus.PENDING
+    job.attempt_number = 0
+    job.run_at = timezone.now()
+    job.lease_expires_at = None
+    try:
+        with transaction.atomic():
+            job.save(update_fields=["status", "attempt_number", "run_at", "lease_expires_at"])
+    except IntegrityError:
+        raise JobConflict(f"another unfinished job already holds unique key {job.unique_key!r}") from None
+    get_store().notify(Counter([job.queue]))
+    return job
+
+
+@transaction.atomic
+def job_cancel(*, job_id: UUID | str, account_id: int | None = None) -> Job:
+    """Pending or retrying -> cancelled. A running job cannot be cancelled here."""
+    job = _locked(job_id, account_id)
+    check_cancel(job.status)
+    job.status = JobStatus.CANCELLED
+    job.save(update_fields=["status"])
+    return job
+
+
+def cancel_pending_jobs(*, unique_key_prefix: str | None = None, ids: list[UUID] | None = None) -> int:
+    """Cancel every pending or retrying job matching; used when what they served is cancelled."""
+    query = Job.objects.filter(status__in=[JobStatus.PENDING, JobStatus.RETRYING])
+    if unique_key_prefix is not None:
+        query = query.filter(unique_key__startswith=unique_key_prefix)
+    if ids is not None:
+        query = query.filter(pk__in=ids)
+    return query.update(status=JobStatus.CANCELLED)
+
+
+@dataclass(frozen=True)
+class JobStats:
+    counts: dict[str, int]
+    failure_rate: float | None  # (failed + dead) / (completed + failed + dead); None before anything finished
+    avg_duration_seconds: float | None  # of completed jobs
+
+
+def job_stats(*, account_id: int | None = None) -> JobStats:
+    query = Job.objects.all()
+    if account_id is not None:
+        query = query.filter(account_id=account_id)
+    counts = {s.value: 0 for s in JobStatus}
+    for row in query.order_by().values("status").annotate(n=Count("id")):
+        counts[row["status"]] = row["n"]
+    finished = counts["completed"] + counts["failed"] + counts["dead"]
+    failure_rate = (counts["failed"] + counts["dead"]) / finished if finished else None
+    duration = ExpressionWrapper(F("completed_at") - F("started_at"), output_field=DurationField())
+    avg = (
+        query.filter(status=JobStatus.COMPLETED, started_at__isnull=False, completed_at__isnull=False)
+        .order_by()
+        .aggregate(avg=Avg(duration))["avg"]
+    )
+    return JobStats(counts, failure_rate, avg.total_seconds() if avg is not None else None)
+
+
+def job_list(
+    *,
+    account_id: int | None = None,
+    status: str | None = None,
+    queue: str | None = None,
+    handler: str | None = None,
+) -> QuerySet[Job]:
+    """Newest first. Filters are exact; unknown statuses are the caller's to refuse."""
+    query = Job.objects.all().order_by("-created_at", "-id")
+    if account_id is not None:
+        query = query.filter(account_id=account_id)
+    if status:
+        query = query.filter(status=status)
+    if queue:
+        query = query.filter(queue=queue)
+    if handler:
+        query = query.filter(handler=handler)
+    return query
+
+
+def job_purge(*, retention_days: float | None, dead_letter_retention_days: float | None, chunk: int = 5000) -> int:
+    """Delete completed (and cancelled) jobs past retention; dead letters only when their retention is set."""
+    now = timezone.now()
+    deleted = 0
+    rules: list[tuple[list[str], float | None]] = [
+        ([JobStatus.COMPLETED, JobStatus.CANCELLED], retention_days),
+        ([JobStatus.DEAD, JobStatus.FAILED], dead_letter_retention_days),
+    ]
+    for statuses, days in rules:
+        if days is None:
+            continue
+        cutoff = now - timedelta(days=days)
+        while True:
+            ids = list(
+                Job.objects.filter(status__in=statuses, created_at__lt=cutoff).values_list("pk", flat=True)[:chunk]
+            )
+            if not ids:
+                break
+            deleted += Job.objects.filter(pk__in=ids, status__in=statuses).delete()[0]
+    return deleted

@@ -1,0 +1,165 @@
+"""The queue's public Python API: what other apps call to put work on it.
+
+Enqueue joins the caller's transaction: the job exists if and only if that
+transaction commits, and on PostgreSQL idle workers are woken exactly then
+(NOTIFY is delivered at commit).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from django.conf import settings
+from django.utils import timezone
+
+from jobs.application.registry import get_handler
+from jobs.domain.ids import uuid7
+from jobs.infrastructure.models import Job
+from jobs.infrastructure.store import NewJob, get_store
+
+DEFAULT_QUEUE = "default"
+MAX_PAYLOAD_BYTES = 1_000_000
+PRIORITY_RANGE = (-32768, 32767)
+
+
+class InvalidJob(ValueError):
+    """A job that cannot be queued; `field` names what is wrong."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One job to queue, for enqueue_many."""
+
+    handler: str
+    payload: dict[str, Any] = field(default_factory=dict)
+    queue: str = DEFAULT_QUEUE
+    priority: int = 0
+    run_at: datetime | None = None
+    account: Any = None  # an Account or its id
+    unique_key: str | None = None
+    max_attempts: int | None = None
+    created_by: Any = None  # a user or its id
+
+
+def enqueue(
+    handler: str,
+    payload: dict[str, Any] | None = None,
+    *,
+    queue: str = DEFAULT_QUEUE,
+    priority: int = 0,
+    run_at: datetime | None = None,
+    account: Any = None,
+    unique_key: str | None = None,
+    max_attempts: int | None = None,
+    created_by: Any = None,
+    using: str = "default",
+) -> Job:
+    """Queue one job and return it; with a `unique_key` an unfinished job already holds, return that job."""
+    spec = JobSpec(
+        handler=handler,
+        payload=payload if payload is not None else {},
+        queue=queue,
+        priority=priority,
+        run_at=run_at,
+        account=account,
+        unique_key=unique_key,
+        max_attempts=max_attempts,
+        created_by=created_by,
+    )
+    new = _to_row(spec)
+    holder = get_store(using).insert([new])[new.id]
+    if holder != new.id:
+        return Job.objects.using(using).get(pk=holder)
+    return _unsaved_view(new, using)
+
+
+def enqueue_many(specs: Iterable[JobSpec], *, using: str = "default", chunk_size: int = 5000) -> list[UUID]:
+    """Queue many jobs in few statements; returns each job's id in order (the holder's id for a taken key)."""
+    rows = [_to_row(spec) for spec in specs]
+    store = get_store(using)
+    ids: list[UUID] = []
+    for start in range(0, len(rows), chunk_size):
+        chunk = rows[start : start + chunk_size]
+        holders = store.insert(chunk)
+        ids.extend(holders[row.id] for row in chunk)
+    return ids
+
+
+def _to_row(spec: JobSpec) -> NewJob:
+    get_handler(spec.handler)  # unknown names are refused here, not discovered by a worker
+    if not isinstance(spec.payload, dict):
+        raise InvalidJob("payload", "must be a JSON object (a dict)")
+    try:
+        payload = json.dumps(spec.payload, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidJob("payload", f"must be JSON-serializable ({exc})") from None
+    if len(payload) > MAX_PAYLOAD_BYTES:
+        raise InvalidJob("payload", f"must be at most {MAX_PAYLOAD_BYTES} bytes as JSON")
+    if not isinstance(spec.queue, str) or not 0 < len(spec.queue) <= 100:
+        raise InvalidJob("queue", "must be a name of 1 to 100 characters")
+    if isinstance(spec.priority, bool) or not isinstance(spec.priority, int):
+        raise InvalidJob("priority", "must be an integer")
+    if not PRIORITY_RANGE[0] <= spec.priority <= PRIORITY_RANGE[1]:
+        raise InvalidJob("priority", f"must be between {PRIORITY_RANGE[0]} and {PRIORITY_RANGE[1]}")
+    if spec.run_at is not None and (not isinstance(spec.run_at, datetime) or timezone.is_naive(spec.run_at)):
+        raise InvalidJob("run_at", "must be a timezone-aware datetime")
+    max_attempts = spec.max_attempts if spec.max_attempts is not None else settings.JOB_MAX_RETRIES + 1
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+        raise InvalidJob("max_attempts", "must be a whole number of at least 1")
+    if spec.unique_key is not None and (not isinstance(spec.unique_key, str) or not 0 < len(spec.unique_key) <= 200):
+        raise InvalidJob("unique_key", "must be a string of 1 to 200 characters")
+    return NewJob(
+        id=uuid7(),
+        queue=spec.queue,
+        handler=spec.handler,
+        payload=payload,
+        priority=spec.priority,
+        run_at=spec.run_at,
+        max_attempts=max_attempts,
+        account_id=_pk(spec.account),
+        created_by_id=_pk(spec.created_by),
+        unique_key=spec.unique_key,
+    )
+
+
+def _pk(value: Any) -> int | None:
+    if value is None:
+        return None
+    return value if isinstance(value, int) else value.pk
+
+
+def _unsaved_view(row: NewJob, using: str) -> Job:
+    """The Job just inserted, built from what we sent instead of read back (no extra query).
+
+    Database-filled times (run_at and created_at default to the database's now) are approximated
+    by this host's clock; refresh_from_db() gives the stored values.
+    """
+    now = timezone.now()
+    job = Job(
+        id=row.id,
+        queue=row.queue,
+        handler=row.handler,
+        payload=json.loads(row.payload),
+        status="pending",
+        priority=row.priority,
+        run_at=row.run_at or now,
+        created_at=now,
+        attempt_number=0,
+        max_attempts=row.max_attempts,
+        account_id=row.account_id,
+        created_by_id=row.created_by_id,
+        unique_key=row.unique_key,
+    )
+    job._state.adding = False
+    job._state.db = using
+    return job

@@ -1,0 +1,69 @@
+"""Handlers register by name; the queue never imports the apps that use it.
+
+    @job_handler("send_digest")
+    def send_digest(payload: dict, job: JobContext) -> None: ...
+
+Apps import their handler modules in AppConfig.ready(), so the web process
+(which enqueues) and the worker (which runs) know the same names. Extra
+modules listed in JOB_HANDLER_MODULES are imported when the jobs app loads.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jobs.application.context import JobContext
+
+Handler = Callable[[dict[str, Any], "JobContext"], Any]
+
+_handlers: dict[str, Handler] = {}
+
+
+class UnknownHandler(LookupError):
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"no job handler named {name!r} is registered; known handlers: {', '.join(sorted(_handlers)) or 'none'}"
+        )
+        self.name = name
+
+
+def job_handler(name: str) -> Callable[[Handler], Handler]:
+    """Register the decorated function as the handler for jobs named `name`."""
+    if not name or len(name) > 200:
+        raise ValueError("a handler name must have 1 to 200 characters")
+
+    def register(func: Handler) -> Handler:
+        existing = _handlers.get(name)
+        if existing is not None and existing is not func and _qualname(existing) != _qualname(func):
+            raise ValueError(f"job handler {name!r} is already registered by {_qualname(existing)}")
+        _handlers[name] = func
+        return func
+
+    return register
+
+
+def _qualname(func: Callable[..., Any]) -> str:
+    return f"{func.__module__}.{func.__qualname__}"
+
+
+def get_handler(name: str) -> Handler:
+    try:
+        return _handlers[name]
+    except KeyError:
+        raise UnknownHandler(name) from None
+
+
+def is_registered(name: str) -> bool:
+    return name in _handlers
+
+
+def registered_names() -> list[str]:
+    return sorted(_handlers)
+
+
+def import_handler_modules(modules: Iterable[str]) -> None:
+    for module in modules:
+        importlib.import_module(module)

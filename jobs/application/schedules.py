@@ -1,0 +1,88 @@
+"""Cron schedules: each tick enqueues its job exactly once, however many workers run.
+
+Every worker looks for due schedules; advancing next_run_at is a
+compare-and-set in the same transaction as the enqueue, so only one worker
+wins a tick, and the job exists if and only if the tick was taken.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from jobs.application.queue import enqueue
+from jobs.domain.schedule import next_tick, validate_cron
+from jobs.infrastructure.models import Schedule
+
+log = logging.getLogger("relay.worker")
+
+BUILTIN_SCHEDULES: dict[str, dict[str, Any]] = {
+    "relay.purge_jobs": {"cron": "17 * * * *", "handler": "jobs.purge"},
+}
+
+
+def configured_schedules() -> dict[str, dict[str, Any]]:
+    return {**BUILTIN_SCHEDULES, **getattr(settings, "JOB_SCHEDULES", {})}
+
+
+def sync_schedules(using: str = "default") -> None:
+    """Create or update the schedules named in settings; schedules made in the admin are left alone."""
+    now = timezone.now()
+    for name, spec in configured_schedules().items():
+        cron = validate_cron(spec["cron"])
+        defaults = {
+            "cron": cron,
+            "handler": spec["handler"],
+            "payload": spec.get("payload", {}),
+            "queue": spec.get("queue", "default"),
+            "priority": spec.get("priority", 0),
+        }
+        schedule = Schedule.objects.using(using).filter(name=name).first()
+        if schedule is None:
+            Schedule.objects.using(using).get_or_create(
+                name=name, defaults={**defaults, "next_run_at": next_tick(cron, now)}
+            )
+        elif any(getattr(schedule, k) != v for k, v in defaults.items()):
+            changed_cron = schedule.cron != cron
+            for key, value in defaults.items():
+                setattr(schedule, key, value)
+            if changed_cron:
+                schedule.next_run_at = next_tick(cron, now)
+            schedule.save(using=using)
+
+
+def fire_due_schedules(using: str = "default") -> int:
+    now = timezone.now()
+    fired = 0
+    for schedule in Schedule.objects.using(using).filter(enabled=True, next_run_at__lte=now):
+        tick = schedule.next_run_at
+        try:
+            fired += _fire(schedule, tick, now, using)
+        except (LookupError, ValueError) as exc:  # an unknown handler or a bad payload: say so, keep going
+            log.error("schedule %s cannot fire: %s", schedule.name, exc)
+    return fired
+
+
+def _fire(schedule: Schedule, tick, now, using: str) -> int:
+    with transaction.atomic(using=using):
+        won = (
+            Schedule.objects.using(using)
+            .filter(pk=schedule.pk, next_run_at=tick)
+            .update(next_run_at=next_tick(schedule.cron, now), last_run_at=tick)
+        )
+        if not won:
+            return 0  # another worker took this tick
+        enqueue(
+            schedule.handler,
+            {**schedule.payload, "scheduled_for": tick.isoformat()},
+            queue=schedule.queue,
+            priority=schedule.priority,
+            unique_key=f"schedule:{schedule.name}:{tick.isoformat()}",
+            using=using,
+        )
+    log.info("schedule %s fired for %s", schedule.name, tick.isoformat())
+    return 1

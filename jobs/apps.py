@@ -1,0 +1,13 @@
+from django.apps import AppConfig
+
+
+class JobsConfig(AppConfig):
+    name = "jobs"
+    verbose_name = "Jobs"
+
+    def ready(self) -> None:
+        from django.conf import settings
+
+        from jobs.application.registry import import_handler_modules
+
+        import_handler_modules(["jobs.handlers", "jobs.infrastructure.tasks_backend", *settings.JOB_HANDLER_MODULES])

@@ -1,0 +1,141 @@
+"""What went wrong in a job, classified once, and how it is written down.
+
+Handlers raise these (integrations map HTTP, SMTP and provider answers onto
+them); anything else is classified here by its Python type. The stored form
+is `Type: message`, one line, at most 1,000 characters, with every URL cut
+to scheme and host: no stack trace, no response body, no token in a path.
+"""
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+MAX_ERROR_LENGTH = 1000
+
+
+class ErrorCategory(StrEnum):
+    TIMEOUT = "timeout"
+    RATE_LIMIT = "rate_limit"
+    SERVER_ERROR = "server_error"
+    NETWORK = "network"
+    VALIDATION = "validation"
+    AUTH = "auth"
+    UNKNOWN = "unknown"
+
+
+RETRYABLE_CATEGORIES = frozenset(
+    {
+        ErrorCategory.TIMEOUT,
+        ErrorCategory.RATE_LIMIT,
+        ErrorCategory.SERVER_ERROR,
+        ErrorCategory.NETWORK,
+        ErrorCategory.UNKNOWN,  # unclassified: assume it may pass
+    }
+)
+
+
+class JobError(Exception):
+    """Base of the errors a handler raises to say how its failure should be treated."""
+
+    category: ErrorCategory = ErrorCategory.UNKNOWN
+
+
+class RetryableError(JobError):
+    """Failed for a passing reason; retry with backoff."""
+
+
+class PermanentError(JobError):
+    """Will not get better by retrying: fail at once."""
+
+    category = ErrorCategory.VALIDATION
+
+
+class TimeoutFailure(RetryableError):
+    category = ErrorCategory.TIMEOUT
+
+
+class NetworkFailure(RetryableError):
+    category = ErrorCategory.NETWORK
+
+
+class ServerFailure(RetryableError):
+    category = ErrorCategory.SERVER_ERROR
+
+
+class RateLimited(RetryableError):
+    """The other side asked us to slow down; its Retry-After wins over the backoff formula."""
+
+    category = ErrorCategory.RATE_LIMIT
+
+    def __init__(self, message: str = "rate limited", retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ValidationFailure(PermanentError):
+    category = ErrorCategory.VALIDATION
+
+
+class AuthFailure(PermanentError):
+    category = ErrorCategory.AUTH
+
+
+class JobTimeout(TimeoutFailure):
+    """Raised inside a handler that outran JOB_EXECUTION_TIMEOUT."""
+
+
+@dataclass(frozen=True)
+class ClassifiedError:
+    category: ErrorCategory
+    retry_after: float | None
+    message: str  # the stored form
+
+    @property
+    def retryable(self) -> bool:
+        return self.category in RETRYABLE_CATEGORIES
+
+
+def classify(exc: BaseException) -> ClassifiedError:
+    """The one place that decides what kind of failure an exception is."""
+    retry_after = None
+    if isinstance(exc, JobError):
+        category = exc.category
+        if isinstance(exc, RateLimited):
+            retry_after = exc.retry_after
+    elif isinstance(exc, TimeoutError):  # socket.timeout is an alias
+        category = ErrorCategory.TIMEOUT
+    elif isinstance(exc, ConnectionError):
+        category = ErrorCategory.NETWORK
+    else:
+        category = ErrorCategory.UNKNOWN
+    return ClassifiedError(category=category, retry_after=retry_after, message=format_error(exc))
+
+
+# scheme://[userinfo@]host[:port] followed by anything up to whitespace or a quote.
+_URL = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.\-]{0,15})://(?:[^\s/?#@'\"<>]*@)?([^\s/?#'\"<>]+)[^\s'\"<>]*")
+
+
+def redact_urls(text: str) -> str:
+    """Cut every URL to scheme and host: paths, queries and credentials often carry tokens."""
+    return _URL.sub(lambda m: f"{m.group(1)}://{m.group(2)}", text)
+
+
+def format_error(exc: BaseException) -> str:
+    """`Type: message`, single line, URLs cut to scheme and host, at most 1,000 characters."""
+    message = " ".join(str(exc).split())
+    text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    return truncate(redact_urls(text))
+
+
+def truncate(text: str, limit: int = MAX_ERROR_LENGTH) -> str:
+    if len(text) <= limit:
+        return text
+    return text[: limit - 1] + "…"
+
+
+class LeaseLost(Exception):
+    """This worker no longer holds the job: its lease passed and the job was rescued or re-run.
+
+    Raised by JobContext.mark_completed so the handler's transaction rolls back
+    instead of committing the effects of an attempt that no longer counts.
+    """

@@ -1,0 +1,77 @@
+"""The job's life: seven states and the one table of moves between them."""
+
+from enum import StrEnum
+
+
+class JobStatus(StrEnum):
+    PENDING = "pending"  # waiting for run_at, then for a worker
+    RUNNING = "running"  # claimed by a worker, under a lease
+    COMPLETED = "completed"
+    RETRYING = "retrying"  # failed for a passing reason; due again at run_at
+    FAILED = "failed"  # permanent error: retrying would not help
+    DEAD = "dead"  # retries exhausted (or the lease passed on the last attempt)
+    CANCELLED = "cancelled"
+
+
+DUE_STATES = frozenset({JobStatus.PENDING, JobStatus.RETRYING})  # what a claim may pick
+UNFINISHED_STATES = frozenset({JobStatus.PENDING, JobStatus.RUNNING, JobStatus.RETRYING})
+FINISHED_STATES = frozenset(JobStatus) - UNFINISHED_STATES
+
+# Why each move exists:
+#   pending  -> running     a worker claims it
+#   pending  -> cancelled   an operator cancels it before it ran
+#   running  -> completed   the handler returned
+#   running  -> retrying    a passing failure, attempts left
+#   running  -> failed      a permanent failure
+#   running  -> dead        a failure on the last attempt, or its lease passed on the last attempt
+#   running  -> pending     graceful shutdown (uncounted), or its lease passed (counted)
+#   retrying -> running     a worker claims it when due
+#   retrying -> cancelled   an operator gives up on it
+#   retrying -> pending     manual retry: run now, attempts reset
+#   failed   -> pending     manual retry
+#   dead     -> pending     manual retry
+TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
+    JobStatus.PENDING: frozenset({JobStatus.RUNNING, JobStatus.CANCELLED}),
+    JobStatus.RUNNING: frozenset(
+        {JobStatus.COMPLETED, JobStatus.RETRYING, JobStatus.FAILED, JobStatus.DEAD, JobStatus.PENDING}
+    ),
+    JobStatus.RETRYING: frozenset({JobStatus.RUNNING, JobStatus.CANCELLED, JobStatus.PENDING}),
+    JobStatus.FAILED: frozenset({JobStatus.PENDING}),
+    JobStatus.DEAD: frozenset({JobStatus.PENDING}),
+    JobStatus.COMPLETED: frozenset(),
+    JobStatus.CANCELLED: frozenset(),
+}
+
+CANCELLABLE = frozenset({JobStatus.PENDING, JobStatus.RETRYING})
+MANUALLY_RETRYABLE = frozenset({JobStatus.DEAD, JobStatus.FAILED, JobStatus.RETRYING})
+
+
+class IllegalJobTransition(Exception):
+    """A move the table does not allow; the API answers 409."""
+
+    def __init__(self, current: JobStatus, target: JobStatus, action: str | None = None) -> None:
+        self.current = JobStatus(current)
+        self.target = JobStatus(target)
+        what = action or f"move to {self.target}"
+        super().__init__(f"cannot {what} a job that is {self.current}")
+
+
+def can_transition(current: JobStatus | str, target: JobStatus | str) -> bool:
+    return JobStatus(target) in TRANSITIONS[JobStatus(current)]
+
+
+def transition(current: JobStatus | str, target: JobStatus | str, action: str | None = None) -> JobStatus:
+    """Return `target` if the table allows the move, else raise IllegalJobTransition."""
+    if not can_transition(current, target):
+        raise IllegalJobTransition(JobStatus(current), JobStatus(target), action)
+    return JobStatus(target)
+
+
+def check_cancel(current: JobStatus | str) -> JobStatus:
+    return transition(current, JobStatus.CANCELLED, "cancel")
+
+
+def check_manual_retry(current: JobStatus | str) -> JobStatus:
+    if JobStatus(current) not in MANUALLY_RETRYABLE:
+        raise IllegalJobTransition(JobStatus(current), JobStatus.PENDING, "retry")
+    return transition(current, JobStatus.PENDING, "retry")

@@ -1,0 +1,72 @@
+"""LISTEN/NOTIFY on PostgreSQL: wake idle executors the moment an enqueue commits.
+
+A dedicated connection in its own thread blocks on the notification socket.
+When the connection drops it reconnects with backoff, and wakes every
+executor once connected (a notification may have been missed meanwhile);
+the poll interval covers the time in between.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+
+import psycopg
+
+from jobs.infrastructure.store import NOTIFY_CHANNEL
+
+log = logging.getLogger("relay.worker")
+
+
+class NotificationListener(threading.Thread):
+    def __init__(
+        self,
+        django_connection,
+        queues: Sequence[str] | None,
+        *,
+        on_wake: Callable[[int], None],
+        on_connect: Callable[[], None],
+    ) -> None:
+        super().__init__(name="notification-listener", daemon=True)
+        params = dict(django_connection.get_connection_params())
+        for key in ("cursor_factory", "context", "prepare_threshold", "pool", "server_side_binding"):
+            params.pop(key, None)
+        self._params = params
+        self._queues = set(queues) if queues else None
+        self._on_wake = on_wake
+        self._on_connect = on_connect
+        self._stopped = threading.Event()
+        self.connected = threading.Event()
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def run(self) -> None:
+        backoff = 0.2
+        while not self._stopped.is_set():
+            try:
+                with psycopg.connect(autocommit=True, **self._params) as conn:
+                    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    self.connected.set()
+                    backoff = 0.2
+                    self._on_connect()
+                    while not self._stopped.is_set():
+                        for note in conn.notifies(timeout=1.0):
+                            self._dispatch(note.payload)
+            except psycopg.Error as exc:
+                self.connected.clear()
+                if self._stopped.is_set():
+                    return
+                log.warning("notification listener lost its connection (%s); reconnecting", type(exc).__name__)
+                self._stopped.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    def _dispatch(self, payload: str) -> None:
+        queue, _, count = payload.rpartition(" ")
+        if self._queues is not None and queue not in self._queues:
+            return
+        try:
+            self._on_wake(int(count))
+        except ValueError:
+            self._on_wake(1)

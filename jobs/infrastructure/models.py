@@ -1,0 +1,85 @@
+"""The queue's tables. The worker never builds these objects: it reads and
+writes plain rows through jobs.infrastructure.store. The ORM serves the admin,
+the operator services and the API."""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from jobs.domain.ids import uuid7
+from jobs.domain.states import DUE_STATES, UNFINISHED_STATES, JobStatus
+
+_DUE = Q(status__in=sorted(DUE_STATES))
+_UNFINISHED = Q(status__in=sorted(UNFINISHED_STATES))
+
+
+class Job(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    queue = models.CharField(max_length=100, default="default")
+    handler = models.CharField(max_length=200)
+    payload = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, choices=[(s.value, s.value) for s in JobStatus], default=JobStatus.PENDING)
+    priority = models.IntegerField(default=0)  # lower runs first
+    run_at = models.DateTimeField()  # due time; enqueue fills in "now" when none is given
+    created_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)  # the latest attempt's start
+    completed_at = models.DateTimeField(null=True, blank=True)
+    failed_at = models.DateTimeField(null=True, blank=True)  # the latest failure
+    error_message = models.TextField(blank=True, default="")  # `Type: message`, redacted, <= 1,000
+    attempt_number = models.PositiveIntegerField(default=0)  # attempts started (and counted)
+    max_attempts = models.PositiveIntegerField()
+    retry_delay_seconds = models.FloatField(null=True, blank=True)  # the latest backoff chosen
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    worker_id = models.CharField(max_length=120, blank=True, default="")
+    account = models.ForeignKey("accounts.Account", null=True, blank=True, on_delete=models.SET_NULL, db_index=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, db_index=False
+    )
+    unique_key = models.CharField(max_length=200, null=True, blank=True)
+
+    class Meta:
+        app_label = "jobs"
+        ordering = ["-created_at"]
+        indexes = [
+            # The claim: due rows only, in the order the claim takes them.
+            # Finished rows are not in it, however many there are.
+            models.Index(fields=["priority", "run_at", "id"], condition=_DUE, name="job_claim"),
+            # Running rows: per-account concurrency counts and lease rescue.
+            models.Index(fields=["account"], condition=Q(status=JobStatus.RUNNING), name="job_running"),
+            models.Index(fields=["account", "-created_at"], name="job_account_created"),
+            models.Index(fields=["-created_at"], name="job_created"),
+        ]
+        constraints = [
+            # An unfinished job holds its key; enqueueing the key again returns it.
+            models.UniqueConstraint(fields=["unique_key"], condition=_UNFINISHED, name="job_unique_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.handler} {self.id} ({self.status})"
+
+    @property
+    def duration_seconds(self) -> float | None:
+        if self.started_at and self.completed_at:
+            return (self.completed_at - self.started_at).total_seconds()
+        return None
+
+
+class Schedule(models.Model):
+    """A cron schedule: each tick enqueues one job, once, however many workers run."""
+
+    name = models.CharField(max_length=100, unique=True)
+    cron = models.CharField(max_length=100)  # five-field cron expression, UTC
+    handler = models.CharField(max_length=200)
+    payload = models.JSONField(default=dict, blank=True)
+    queue = models.CharField(max_length=100, default="default")
+    priority = models.IntegerField(default=0)
+    enabled = models.BooleanField(default=True)
+    next_run_at = models.DateTimeField()
+    last_run_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        app_label = "jobs"
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.cron})"

@@ -1,0 +1,98 @@
+"""Shared fixtures. Tests marked `postgres` are skipped on SQLite; CI fails if they are skipped on PostgreSQL."""
+
+import pytest
+from django.conf import settings
+
+from tests.factories import AccountFactory, ContactFactory, MembershipFactory, UserFactory
+
+
+def _on_postgres() -> bool:
+    return settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
+
+
+def pytest_collection_modifyitems(config, items):
+    if _on_postgres():
+        return
+    skip = pytest.mark.skip(reason="PostgreSQL only (set DATABASE_URL to a PostgreSQL database)")
+    for item in items:
+        if "postgres" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def account(db):
+    return AccountFactory()
+
+
+@pytest.fixture
+def other_account(db):
+    return AccountFactory()
+
+
+@pytest.fixture
+def contact(account):
+    return ContactFactory(account=account)
+
+
+@pytest.fixture
+def owner(account):
+    return MembershipFactory(account=account, role="owner").user
+
+
+@pytest.fixture
+def superuser(db):
+    return UserFactory(is_superuser=True, is_staff=True)
+
+
+@pytest.fixture
+def start_worker(tmp_path):
+    """Start real runworker processes; all are stopped (SIGTERM, then SIGKILL) after the test."""
+    from tests.support.processes import WorkerProcess
+
+    started: list[WorkerProcess] = []
+
+    def start(*args: str, **env: str) -> WorkerProcess:
+        worker = WorkerProcess(*args, log_path=tmp_path / f"worker{len(started)}.log", **env)
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop(timeout=15)
+
+
+# --- CI guard: PostgreSQL-only tests must run when the database is PostgreSQL ---------
+_skipped_postgres_tests: list[str] = []
+_ran_postgres_tests: list[str] = []
+
+
+def pytest_runtest_logreport(report):
+    if "postgres" not in report.keywords:
+        return
+    if report.skipped:
+        _skipped_postgres_tests.append(report.nodeid)
+    elif report.when == "call":
+        _ran_postgres_tests.append(report.nodeid)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    import os
+
+    if os.environ.get("RELAY_REQUIRE_POSTGRES") != "1":
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    problems = []
+    if not _on_postgres():
+        problems.append("RELAY_REQUIRE_POSTGRES=1 but DATABASE_URL is not PostgreSQL")
+    if _skipped_postgres_tests:
+        problems.append(
+            f"{len(_skipped_postgres_tests)} PostgreSQL-only tests were skipped: {_skipped_postgres_tests[:5]}"
+        )
+    if not _ran_postgres_tests and session.testscollected:
+        problems.append("no PostgreSQL-only test ran")
+    if problems:
+        for line in problems:
+            reporter.write_line(f"CI GUARD FAILED: {line}", red=True)
+        session.exitstatus = 1
+    elif reporter:
+        reporter.write_line(f"CI guard: {len(_ran_postgres_tests)} PostgreSQL-only tests ran, none skipped.")

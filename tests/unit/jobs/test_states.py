@@ -1,0 +1,66 @@
+"""Every allowed and every forbidden move of the job state machine."""
+
+import itertools
+
+import pytest
+
+from jobs.domain.states import (
+    TRANSITIONS,
+    IllegalJobTransition,
+    JobStatus,
+    check_cancel,
+    check_manual_retry,
+    transition,
+)
+
+ALLOWED = {
+    (JobStatus.PENDING, JobStatus.RUNNING),
+    (JobStatus.PENDING, JobStatus.CANCELLED),
+    (JobStatus.RUNNING, JobStatus.COMPLETED),
+    (JobStatus.RUNNING, JobStatus.RETRYING),
+    (JobStatus.RUNNING, JobStatus.FAILED),
+    (JobStatus.RUNNING, JobStatus.DEAD),
+    (JobStatus.RUNNING, JobStatus.PENDING),
+    (JobStatus.RETRYING, JobStatus.RUNNING),
+    (JobStatus.RETRYING, JobStatus.CANCELLED),
+    (JobStatus.RETRYING, JobStatus.PENDING),
+    (JobStatus.FAILED, JobStatus.PENDING),
+    (JobStatus.DEAD, JobStatus.PENDING),
+}
+ALL_PAIRS = list(itertools.product(JobStatus, JobStatus))
+
+
+def test_the_table_is_exactly_the_documented_moves():
+    table = {(a, b) for a, targets in TRANSITIONS.items() for b in targets}
+    assert table == ALLOWED
+
+
+@pytest.mark.parametrize(("current", "target"), sorted(ALLOWED))
+def test_allowed_move(current, target):
+    assert transition(current, target) is target
+
+
+@pytest.mark.parametrize(("current", "target"), [p for p in ALL_PAIRS if p not in ALLOWED])
+def test_forbidden_move(current, target):
+    with pytest.raises(IllegalJobTransition) as raised:
+        transition(current, target)
+    assert raised.value.current is current
+    assert str(current) in str(raised.value)
+
+
+@pytest.mark.parametrize("status", list(JobStatus))
+def test_cancel_only_pending_or_retrying(status):
+    if status in (JobStatus.PENDING, JobStatus.RETRYING):
+        assert check_cancel(status) is JobStatus.CANCELLED
+    else:
+        with pytest.raises(IllegalJobTransition, match=f"cannot cancel a job that is {status}"):
+            check_cancel(status)
+
+
+@pytest.mark.parametrize("status", list(JobStatus))
+def test_manual_retry_only_dead_failed_or_retrying(status):
+    if status in (JobStatus.DEAD, JobStatus.FAILED, JobStatus.RETRYING):
+        assert check_manual_retry(status) is JobStatus.PENDING
+    else:
+        with pytest.raises(IllegalJobTransition, match=f"cannot retry a job that is {status}"):
+            check_manual_retry(status)
