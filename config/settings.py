@@ -167,3 +167,15 @@ LOGGING = {
         "django.db.backends": {"level": "WARNING"},
     },
 }
+
+# --- Workflows ------------------------------------------------------------------
+# A step's retries are the workflow's own (not the queue's): attempts, first
+# backoff, its cap and jitter. A step's config may override max_attempts and
+# base_delay. The queue the steps run on; the depth at which chains of
+# workflows started by one another's steps are cut (loop guard).
+WORKFLOW_QUEUE = env.str("WORKFLOW_QUEUE", default="workflows")
+WORKFLOW_STEP_MAX_ATTEMPTS = env.int("WORKFLOW_STEP_MAX_ATTEMPTS", default=3)
+WORKFLOW_STEP_BASE_DELAY = env.float("WORKFLOW_STEP_BASE_DELAY", default=60.0)
+WORKFLOW_STEP_MAX_DELAY = env.float("WORKFLOW_STEP_MAX_DELAY", default=3600.0)
+WORKFLOW_STEP_JITTER = env.float("WORKFLOW_STEP_JITTER", default=0.1)
+WORKFLOW_MAX_CHAIN_DEPTH = env.int("WORKFLOW_MAX_CHAIN_DEPTH", default=10)

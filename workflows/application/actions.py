@@ -1,0 +1,347 @@
+"""One ActionExecutor per action type, picked by `executor_for(step.action_type)`.
+
+Executors carry a step out and return its response data, or raise one of
+the queue's classified errors (jobs.domain.errors) so the RetryService can
+decide what follows. Sending actions reach the outside world only through
+the channel factories of `integrations.application.channels`; contact
+actions only through the contacts services (so their events fire and
+workflows chain). Config problems were refused when the workflow was saved;
+what can still go wrong here is this run's data (a template that renders an
+invalid URL, a tag that normalizes to nothing): a permanent error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+from uuid import UUID
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError
+
+from contacts.application.services import contact_add_tag, contact_remove_tag, contact_update
+from contacts.domain.model import ConsentState, ContactError, normalize_tag
+from contacts.infrastructure.models import Contact
+from integrations.application import channels
+from integrations.domain.channels import EmailMessage, WebhookRequest
+from jobs.domain.errors import ValidationFailure
+from workflows.domain.actions import (
+    SMS_MAX_LENGTH,
+    ActionType,
+    SendEmailConfig,
+    SendSmsConfig,
+    SendVoiceConfig,
+    TagConfig,
+    UpdateContactConfig,
+    WaitConfig,
+    WebhookConfig,
+    consent_refusal,
+    http_url_problem,
+    parse_datetime,
+)
+from workflows.domain.templates import TemplateError, TemplateRenderer, contact_view, render_tree, template_context
+from workflows.domain.workflow import Step
+
+CONTACT_FIELDS = (
+    "id",
+    "email",
+    "phone",
+    "first_name",
+    "last_name",
+    "tags",
+    "custom_fields",
+    "unsubscribed",
+    "sms_opted_out",
+)
+WEBHOOK_BODY_KEEP = 2000  # characters of a webhook's answer kept in the log and the run's context
+
+
+@dataclass
+class StepRun:
+    """Everything an executor may use for one attempt of one step."""
+
+    execution_id: UUID
+    account_id: int
+    contact_id: int
+    step: Step
+    workflow_id: int
+    workflow_name: str
+    context: Mapping[str, Any]  # the run's context: event, trigger data, earlier steps' results
+    now: datetime
+    renderer: TemplateRenderer
+    _contact: dict[str, Any] | None = field(default=None, repr=False)
+    _template_context: Mapping[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def contact(self) -> dict[str, Any]:
+        """The contact as it is now (read once per attempt, when first needed)."""
+        if self._contact is None:
+            self._contact = Contact.objects.filter(pk=self.contact_id).values(*CONTACT_FIELDS).get()
+        return self._contact
+
+    @property
+    def webhook_message_id(self) -> str:
+        """Stable across every attempt of this step of this run, so receivers can drop duplicates."""
+        return f"run_{self.execution_id.hex}_step_{self.step.index}"
+
+    def template_context(self) -> Mapping[str, Any]:
+        if self._template_context is None:
+            self._template_context = template_context(
+                contact=self.contact,
+                trigger=self.context.get("trigger") or {},
+                steps=list(self.context.get("steps") or []),
+                event=self.context.get("event") or "",
+                workflow={"id": self.workflow_id, "name": self.workflow_name},
+                run={"id": str(self.execution_id), "step": self.step.index},
+            )
+        return self._template_context
+
+    def text(self, source: str, what: str) -> str:
+        try:
+            return self.renderer.render_text(source, self._context_if_needed(source))
+        except TemplateError as exc:
+            raise ValidationFailure(f"{what}: {exc}") from None
+
+    def html(self, source: str, what: str) -> str:
+        try:
+            return self.renderer.render_html(source, self._context_if_needed(source))
+        except TemplateError as exc:
+            raise ValidationFailure(f"{what}: {exc}") from None
+
+    def _context_if_needed(self, source: str) -> Mapping[str, Any]:
+        # A text with nothing to fill in never reads the contact.
+        return self.template_context() if "{" in source else {}
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    data: dict[str, Any]
+    skipped: str | None = None  # why the step was not carried out (consent, no address); the run goes on
+    wait_until: datetime | None = None  # a wait step: when the run moves on
+
+
+class ActionExecutor(Protocol):
+    action_type: ActionType
+    external: bool  # reaches the outside world: runs before, not inside, the transaction that records it
+
+    def execute(self, run: StepRun) -> ActionResult: ...
+
+
+def _consent_skip(run: StepRun) -> ActionResult | None:
+    contact = run.contact
+    consent = ConsentState(unsubscribed=contact["unsubscribed"], sms_opted_out=contact["sms_opted_out"])
+    reason = consent_refusal(run.step.action_type, consent)
+    return ActionResult({"skipped": reason}, skipped=reason) if reason else None
+
+
+def _delivery_data(result) -> dict[str, Any]:
+    return {
+        "channel": result.channel,
+        "provider": result.provider,
+        "message_id": result.message_id,
+        "status": result.status,
+        **({"details": dict(result.details)} if result.details else {}),
+    }
+
+
+class SendEmail:
+    action_type = ActionType.SEND_EMAIL
+    external = True
+
+    def execute(self, run: StepRun) -> ActionResult:
+        skip = _consent_skip(run)
+        if skip:
+            return skip
+        if not run.contact["email"]:
+            return ActionResult({"skipped": "no email address"}, skipped="the contact has no email address")
+        config: SendEmailConfig = run.step.config
+        subject = " ".join(run.text(config.subject, "subject").split())  # one line, always
+        message = EmailMessage(
+            to=run.contact["email"],
+            subject=subject,
+            text=run.text(config.text, "text"),
+            html=run.html(config.html, "html") if config.html else None,
+            account_id=run.account_id,
+            contact_id=run.contact_id,
+            headers={"X-Relay-Run": str(run.execution_id)},
+        )
+        return ActionResult(_delivery_data(channels.email_channel().send_email(message)))
+
+
+class SendSms:
+    action_type = ActionType.SEND_SMS
+    external = True
+
+    def execute(self, run: StepRun) -> ActionResult:
+        skip = _consent_skip(run)
+        if skip:
+            return skip
+        if not run.contact["phone"]:
+            return ActionResult({"skipped": "no phone number"}, skipped="the contact has no phone number")
+        config: SendSmsConfig = run.step.config
+        body = run.text(config.body, "body").strip()
+        if not body:
+            raise ValidationFailure("body: the message is empty once filled in")
+        if len(body) > SMS_MAX_LENGTH:
+            raise ValidationFailure(f"body: the message is longer than {SMS_MAX_LENGTH} characters once filled in")
+        result = channels.sms_channel().send_sms(to=run.contact["phone"], body=body, account_id=run.account_id)
+        return ActionResult(_delivery_data(result))
+
+
+class SendVoice:
+    action_type = ActionType.SEND_VOICE
+    external = True
+
+    def execute(self, run: StepRun) -> ActionResult:
+        skip = _consent_skip(run)
+        if skip:
+            return skip
+        if not run.contact["phone"]:
+            return ActionResult({"skipped": "no phone number"}, skipped="the contact has no phone number")
+        config: SendVoiceConfig = run.step.config
+        message = run.text(config.message, "message").strip() if config.message else None
+        if config.message and not message:
+            raise ValidationFailure("message: the message is empty once filled in")
+        result = channels.voice_channel().place_call(
+            to=run.contact["phone"], message=message, recording_url=config.recording_url, account_id=run.account_id
+        )
+        return ActionResult(_delivery_data(result))
+
+
+class Webhook:
+    action_type = ActionType.WEBHOOK
+    external = True
+
+    def execute(self, run: StepRun) -> ActionResult:
+        config: WebhookConfig = run.step.config
+        url = run.text(config.url, "url").strip()
+        problem = http_url_problem(url)
+        if problem:
+            raise ValidationFailure(f"url: once filled in, it {problem}")
+        headers = {}
+        for name, value in config.headers:
+            rendered = run.text(value, f"headers.{name}")
+            if "\r" in rendered or "\n" in rendered:
+                raise ValidationFailure(f"headers.{name}: must be on one line once filled in")
+            headers[name] = rendered
+        if config.method == "GET":
+            body = None
+        elif config.body is not None:
+            body = render_tree(config.body, lambda text: run.text(text, "body"))
+        else:
+            body = self.envelope(run)
+        response = channels.webhook_client().send(
+            WebhookRequest(
+                method=config.method,
+                url=url,
+                headers=headers,
+                body=body,
+                message_id=run.webhook_message_id,
+                account_id=run.account_id,
+            )
+        )
+        data: dict[str, Any] = {"status_code": response.status_code, "duration_ms": round(response.duration_ms, 1)}
+        text = response.body or ""
+        if text:
+            data["body"] = text[:WEBHOOK_BODY_KEEP]
+            if len(text) <= WEBHOOK_BODY_KEEP:
+                with contextlib.suppress(ValueError):  # later steps read `{{ steps.N.json.field }}`
+                    data["json"] = json.loads(text)
+        return ActionResult(data)
+
+    @staticmethod
+    def envelope(run: StepRun) -> dict[str, Any]:
+        """What a webhook step sends when its config gives no body."""
+        return {
+            "type": "workflow.step",
+            "run_id": str(run.execution_id),
+            "workflow": {"id": run.workflow_id, "name": run.workflow_name},
+            "step": {"index": run.step.index, "name": run.step.label},
+            "event": run.context.get("event") or "",
+            "trigger": run.context.get("trigger") or {},
+            "contact": contact_view(run.contact),
+        }
+
+
+class Wait:
+    action_type = ActionType.WAIT
+    external = False
+
+    def execute(self, run: StepRun) -> ActionResult:
+        config: WaitConfig = run.step.config
+        if config.seconds is not None:
+            until = run.now + timedelta(seconds=config.seconds)
+        else:
+            text = run.text(config.until or "", "until").strip()
+            try:
+                until = parse_datetime(text)
+            except ValueError as exc:
+                raise ValidationFailure(f"until: {text[:100]!r} is not a date-time with a UTC offset ({exc})") from None
+        return ActionResult({"resume_at": until.isoformat()}, wait_until=until)
+
+
+class UpdateContact:
+    action_type = ActionType.UPDATE_CONTACT
+    external = False
+
+    def execute(self, run: StepRun) -> ActionResult:
+        config: UpdateContactConfig = run.step.config
+        fields: dict[str, Any] = {name: run.text(value, f"fields.{name}").strip() for name, value in config.fields}
+        if config.custom_fields:
+            fields["custom_fields"] = {
+                key: render_tree(value, lambda text, key=key: run.text(text, f"custom_fields.{key}"))
+                for key, value in config.custom_fields
+            }
+        try:
+            contact = contact_update(contact_id=run.contact_id, fields=fields)
+        except ContactError as exc:
+            raise ValidationFailure(f"{exc.field}: {exc.reason}") from None
+        except ValidationError as exc:
+            problems = "; ".join(f"{name}: {' '.join(messages)}" for name, messages in exc.message_dict.items())
+            raise ValidationFailure(problems) from None
+        except IntegrityError:
+            raise ValidationFailure("email: another contact of this account already has this address") from None
+        return ActionResult({"updated": sorted(fields), "contact_id": contact.pk})
+
+
+class _TagAction:
+    add: bool
+
+    def execute(self, run: StepRun) -> ActionResult:
+        config: TagConfig = run.step.config
+        try:
+            tag = normalize_tag(run.text(config.tag, "tag"))
+            if self.add:
+                _, changed = contact_add_tag(contact_id=run.contact_id, tag=tag)
+            else:
+                _, changed = contact_remove_tag(contact_id=run.contact_id, tag=tag)
+        except ContactError as exc:
+            raise ValidationFailure(f"tag: {exc.reason}") from None
+        return ActionResult({"tag": tag, "added" if self.add else "removed": changed})
+
+
+class AddTag(_TagAction):
+    action_type = ActionType.ADD_TAG
+    external = False
+    add = True
+
+
+class RemoveTag(_TagAction):
+    action_type = ActionType.REMOVE_TAG
+    external = False
+    add = False
+
+
+EXECUTORS: dict[ActionType, ActionExecutor] = {
+    executor.action_type: executor
+    for executor in (SendEmail(), SendSms(), SendVoice(), Webhook(), Wait(), UpdateContact(), AddTag(), RemoveTag())
+}
+
+
+def executor_for(action_type: ActionType | str) -> ActionExecutor:
+    """The executor for a step's action type. Unknown types never get here: saving refuses them."""
+    return EXECUTORS[ActionType(action_type)]

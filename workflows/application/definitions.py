@@ -1,0 +1,98 @@
+"""Turning stored workflows and versions into checked domain definitions.
+
+Versions never change once published, so each worker keeps the ones it has
+read in a small in-process cache: a step costs no query for its definition.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from contacts.application.services import EDITABLE_FIELDS
+from workflows.domain.validation import ValidationContext
+from workflows.domain.workflow import WorkflowDefinition, parse_definition
+from workflows.infrastructure.models import WorkflowVersion
+from workflows.infrastructure.templates import renderer
+
+VERSION_CACHE_SIZE = 1024
+
+
+def validation_context() -> ValidationContext:
+    return ValidationContext(check_template=renderer.check, contact_fields=frozenset(EDITABLE_FIELDS))
+
+
+def definition_from(*, trigger: Any, reenrollment: Any, steps: Any, require_steps: bool = True) -> WorkflowDefinition:
+    """Check a workflow's parts; WorkflowValidationError lists every problem with its path."""
+    return parse_definition(
+        trigger=trigger,
+        reenrollment=reenrollment,
+        steps=steps,
+        context=validation_context(),
+        require_steps=require_steps,
+    )
+
+
+@dataclass(frozen=True)
+class LoadedVersion:
+    id: int
+    number: int
+    workflow_id: int
+    workflow_name: str
+    definition: WorkflowDefinition
+
+
+_cache: OrderedDict[int, LoadedVersion] = OrderedDict()
+_lock = threading.Lock()
+
+
+def load_version(version_id: int) -> LoadedVersion:
+    with _lock:
+        cached = _cache.get(version_id)
+        if cached is not None:
+            _cache.move_to_end(version_id)
+            return cached
+    row = (
+        WorkflowVersion.objects.filter(pk=version_id)
+        .values(
+            "id",
+            "number",
+            "workflow_id",
+            "workflow__name",
+            "trigger_type",
+            "trigger_event",
+            "trigger_tag",
+            "trigger_filter",
+            "reenrollment",
+            "steps",
+        )
+        .get()
+    )
+    loaded = version_from_row(row)
+    with _lock:
+        _cache[version_id] = loaded
+        while len(_cache) > VERSION_CACHE_SIZE:
+            _cache.popitem(last=False)
+    return loaded
+
+
+def version_from_row(row: dict[str, Any]) -> LoadedVersion:
+    definition = definition_from(
+        trigger={
+            "type": row["trigger_type"],
+            "event": row["trigger_event"],
+            "tag": row["trigger_tag"],
+            "filter": row["trigger_filter"],
+        },
+        reenrollment=row["reenrollment"],
+        steps=row["steps"],
+    )
+    return LoadedVersion(
+        id=row["id"],
+        number=row["number"],
+        workflow_id=row["workflow_id"],
+        workflow_name=row["workflow__name"],
+        definition=definition,
+    )

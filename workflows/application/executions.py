@@ -1,0 +1,617 @@
+"""ExecutionService: start runs, carry them step by step, and let operators pause, resume, cancel and retry them.
+
+How a step is carried out (the `workflow_step` job):
+
+1. Lock the run and check that this job is the one allowed to move it
+   (`next_job_id`) and that it is at this step; a stale or duplicate job
+   does nothing. A paused run lets go of the step; resume queues it again.
+2. Internal actions (wait, update_contact, add_tag, remove_tag) run right
+   there, inside that transaction (in a savepoint), so the change, the log
+   row, the run's move, the next step's job and the job's completion commit
+   together: exactly once.
+3. External actions (email, SMS, voice, webhook) cannot be rolled back: the
+   run is marked ACTIVE and committed, the action runs outside any
+   transaction, then one transaction locks the run again, writes the log row,
+   moves the run, queues the next job (the next step, a retry at its backoff,
+   or nothing) and marks this job completed. A crash between the action and
+   that commit re-runs the action: at-least-once towards the outside world;
+   the webhook id is stable per run and step, so receivers can drop the
+   duplicate.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from accounts.infrastructure.models import Account
+from contacts.infrastructure.models import Contact
+from jobs.application.context import JobContext
+from jobs.application.operations import cancel_pending_jobs
+from jobs.application.queue import enqueue
+from jobs.domain.ids import uuid7
+from jobs.domain.retry import RetryPolicy
+from workflows.application.actions import CONTACT_FIELDS, ActionExecutor, ActionResult, StepRun, executor_for
+from workflows.application.chain import caused_by, current_origin
+from workflows.application.definitions import LoadedVersion, load_version
+from workflows.application.errors import ContactNotFound, ExecutionNotFound, WorkflowNotFound
+from workflows.domain.errors import (
+    ConcurrentExecutionLimitError,
+    EnrollmentRefused,
+    IdempotencyConflict,
+    WorkflowNotActive,
+    WorkflowValidationError,
+)
+from workflows.domain.execution import (
+    COUNTED_FOR_LIMIT,
+    UNFINISHED,
+    Execution,
+    ExecutionStatus,
+    MoveKind,
+    NextMove,
+    StepGate,
+    StepOutcome,
+)
+from workflows.domain.logs import bounded_response
+from workflows.domain.retry import RetryService
+from workflows.domain.templates import TemplateRenderer
+from workflows.domain.triggers import (
+    EVENT_NAME,
+    TAG_EVENTS,
+    ChainOrigin,
+    Reenrollment,
+    TriggerType,
+    chain_refusal,
+    enrollment_refusal,
+)
+from workflows.domain.workflow import Step, WorkflowStatus
+from workflows.infrastructure.models import ExecutionLog, TriggerSource, Workflow, WorkflowExecution
+from workflows.infrastructure.templates import renderer as default_renderer
+
+log = logging.getLogger("relay.workflows")
+
+STEP_HANDLER = "workflow_step"
+RESUME_HANDLER = "workflow_resume"
+MAX_TRIGGER_DATA_BYTES = 64 * 1024
+MAX_IDEMPOTENCY_KEY = 200
+
+
+def default_retry_service() -> RetryService:
+    return RetryService(
+        RetryPolicy(
+            max_attempts=int(settings.WORKFLOW_STEP_MAX_ATTEMPTS),
+            base_delay=float(settings.WORKFLOW_STEP_BASE_DELAY),
+            max_delay=float(settings.WORKFLOW_STEP_MAX_DELAY),
+            jitter=float(settings.WORKFLOW_STEP_JITTER),
+        )
+    )
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    execution: WorkflowExecution
+    created: bool  # False: the idempotency key gave back the run it started before
+
+
+@dataclass(frozen=True)
+class SkippedEnrollment:
+    workflow_id: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class EventOutcome:
+    started: list[WorkflowExecution]
+    skipped: list[SkippedEnrollment]  # matching workflows that did not start, and why
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    result: ActionResult | None
+    error: BaseException | None
+    duration_ms: int
+
+
+class ExecutionService:
+    def __init__(
+        self,
+        *,
+        retry: RetryService | None = None,
+        renderer: TemplateRenderer | None = None,
+        clock: Callable[[], datetime] = timezone.now,
+    ) -> None:
+        self.retry = retry or default_retry_service()
+        self.renderer = renderer or default_renderer
+        self.clock = clock
+
+    # --- starting runs -----------------------------------------------------------------------
+    def start(
+        self,
+        *,
+        workflow_id: int,
+        contact_id: int,
+        account_id: int | None = None,
+        trigger_data: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        source: str = TriggerSource.API,
+        started_by_id: int | None = None,
+    ) -> RunStarted:
+        """Start a run of the workflow's latest version for one contact.
+
+        The same idempotency key (per account) gives back the same run. With
+        the account's limit of runs QUEUED or ACTIVE reached, raises
+        ConcurrentExecutionLimitError and stores nothing. `account_id`, when
+        given, scopes the lookup: another account's workflow is not found.
+        """
+        data = _check_trigger_data(trigger_data)
+        key = _check_idempotency_key(idempotency_key)
+        if source not in TriggerSource.values:
+            raise WorkflowValidationError.single("source", f"must be one of: {', '.join(TriggerSource.values)}")
+        with transaction.atomic():
+            workflow = _workflow(workflow_id, account_id)
+            if not Contact.objects.filter(pk=contact_id, account_id=workflow.account_id).exists():
+                raise ContactNotFound(contact_id)
+            limit = _lock_account(workflow.account_id)
+            if key is not None:
+                existing = WorkflowExecution.objects.filter(account_id=workflow.account_id, idempotency_key=key).first()
+                if existing is not None:
+                    if existing.workflow_id != workflow.pk or existing.contact_id != contact_id:
+                        raise IdempotencyConflict(
+                            f"idempotency key {key!r} was already used for run {existing.pk} "
+                            "of another workflow or contact"
+                        )
+                    return RunStarted(existing, created=False)
+            if workflow.status != WorkflowStatus.ACTIVE or workflow.current_version_id is None:
+                raise WorkflowNotActive(
+                    f"workflow {workflow.pk} is {workflow.status}; only an active (published) workflow takes new runs"
+                )
+            version = load_version(workflow.current_version_id)
+            origin = current_origin()
+            refusal = chain_refusal(origin, workflow_id=workflow.pk, max_depth=settings.WORKFLOW_MAX_CHAIN_DEPTH)
+            refusal = refusal or _enrollment_refusal(workflow.pk, contact_id, version.definition.reenrollment)
+            if refusal:
+                raise EnrollmentRefused(refusal)
+            in_progress = _counted_runs(workflow.account_id)
+            if in_progress >= limit:
+                raise ConcurrentExecutionLimitError(limit, in_progress)
+            execution = self._create_run(
+                workflow_id=workflow.pk,
+                account_id=workflow.account_id,
+                version=version,
+                contact_id=contact_id,
+                trigger_data=data,
+                event="",
+                source=source,
+                idempotency_key=key,
+                origin=origin,
+                started_by_id=started_by_id,
+            )
+        return RunStarted(execution, created=True)
+
+    def record_event(
+        self,
+        *,
+        account: Account | int,
+        contact: Contact | int,
+        name: str,
+        data: Mapping[str, Any] | None = None,
+    ) -> EventOutcome:
+        """Start every active workflow whose trigger matches this event for this contact.
+
+        Each is subject to its contact filter, its re-enrollment rule, the
+        chain guard and the account's run limit; a workflow that does not
+        start is reported in `skipped` with the reason (an event is never
+        refused as a whole: the change that caused it must not fail because a
+        workflow cannot start).
+        """
+        account_id = account if isinstance(account, int) else account.pk
+        contact_id = contact if isinstance(contact, int) else contact.pk
+        if not isinstance(name, str) or not EVENT_NAME.fullmatch(name):
+            raise WorkflowValidationError.single(
+                "name", "an event name is letters, digits and . _ : - (at most 100), e.g. order.paid"
+            )
+        payload = _check_trigger_data(data, path="data")
+        tag = payload.get("tag") if name in TAG_EVENTS else None
+        with transaction.atomic():
+            candidates = Workflow.objects.filter(
+                account_id=account_id,
+                status=WorkflowStatus.ACTIVE,
+                current_version__trigger_type=TriggerType.EVENT,
+                current_version__trigger_event=name,
+            )
+            if name in TAG_EVENTS:
+                candidates = candidates.filter(
+                    Q(current_version__trigger_tag="") | Q(current_version__trigger_tag=tag or "")
+                )
+            matches = list(candidates.order_by("id").values_list("id", "current_version_id"))
+            if not matches:
+                return EventOutcome([], [])
+            facts = Contact.objects.filter(pk=contact_id, account_id=account_id).values(*CONTACT_FIELDS).first()
+            if facts is None:
+                raise ContactNotFound(contact_id)
+            origin = current_origin()
+            limit: int | None = None
+            in_progress = 0
+            started: list[WorkflowExecution] = []
+            skipped: list[SkippedEnrollment] = []
+            for workflow_id, version_id in matches:
+                version = load_version(version_id)
+                trigger = version.definition.trigger
+                if not trigger.matches_event(name, payload):
+                    continue
+                if not trigger.matches_contact(facts):
+                    skipped.append(SkippedEnrollment(workflow_id, "the contact does not match the trigger's filter"))
+                    continue
+                refusal = chain_refusal(origin, workflow_id=workflow_id, max_depth=settings.WORKFLOW_MAX_CHAIN_DEPTH)
+                if limit is None:  # lock the account once, before the first enrollment check
+                    limit = _lock_account(account_id)
+                    in_progress = _counted_runs(account_id)
+                refusal = refusal or _enrollment_refusal(workflow_id, contact_id, version.definition.reenrollment)
+                if refusal is None and in_progress >= limit:
+                    refusal = str(ConcurrentExecutionLimitError(limit, in_progress))
+                if refusal:
+                    log.warning(
+                        "event %s for contact %s did not start workflow %s: %s", name, contact_id, workflow_id, refusal
+                    )
+                    skipped.append(SkippedEnrollment(workflow_id, refusal))
+                    continue
+                started.append(
+                    self._create_run(
+                        workflow_id=workflow_id,
+                        account_id=account_id,
+                        version=version,
+                        contact_id=contact_id,
+                        trigger_data=payload,
+                        event=name,
+                        source=TriggerSource.EVENT,
+                        idempotency_key=None,
+                        origin=origin,
+                        started_by_id=None,
+                    )
+                )
+                in_progress += 1
+        return EventOutcome(started, skipped)
+
+    def _create_run(
+        self,
+        *,
+        workflow_id: int,
+        account_id: int,
+        version: LoadedVersion,
+        contact_id: int,
+        trigger_data: dict[str, Any],
+        event: str,
+        source: str,
+        idempotency_key: str | None,
+        origin: ChainOrigin | None,
+        started_by_id: int | None,
+    ) -> WorkflowExecution:
+        run, move = Execution.start(step_count=len(version.definition.steps), trigger_data=trigger_data, event=event)
+        row = WorkflowExecution(
+            id=uuid7(),
+            account_id=account_id,
+            workflow_id=workflow_id,
+            version_id=version.id,
+            contact_id=contact_id,
+            step_count=run.step_count,
+            idempotency_key=idempotency_key,
+            trigger_source=source,
+            trigger_event=event,
+            parent_id=origin.execution_id if origin else None,
+            depth=origin.depth + 1 if origin else 0,
+            created_by_id=started_by_id,
+        )
+        row.update_from_domain(run)
+        self._enact(row, run, move)
+        row.save(force_insert=True)
+        return row
+
+    # --- the worker's side: the `workflow_step` and `workflow_resume` jobs ----------------------
+    def run_step(self, *, execution_id: UUID | str, step_index: int, job: JobContext) -> None:
+        """Carry out the run's current step (one attempt); see the module docstring for the transactions."""
+        now = self.clock()
+        with transaction.atomic():
+            row = _locked_for_job(execution_id, job, step_index)
+            if row is None:
+                return
+            run = row.to_domain()
+            gate = run.step_job_arrived()
+            if gate is StepGate.IGNORE:
+                return
+            if gate is StepGate.RELEASE:
+                run.release_step()
+                row.next_job_id = None
+                _save(row, run, "next_job_id")
+                job.mark_completed()
+                return
+            version = load_version(row.version_id)
+            step = version.definition.steps[row.current_step_index]
+            executor = executor_for(step.action_type)
+            attempt_number = run.attempt_number
+            run.begin_step(now)
+            step_run = self._step_run(row, version, step, now)
+            if not executor.external:
+                attempt = self._attempt(executor, step_run, row, version)
+                self._record(row, run, step, attempt_number, attempt, now, job)
+                return
+            _save(row, run)  # ACTIVE is committed before the outside world is touched
+        attempt = self._attempt(executor, step_run, row, version)
+        with transaction.atomic():
+            row = _locked_for_job(execution_id, job, step_index)
+            if row is None:  # the run was erased meanwhile (its contact was deleted)
+                return
+            self._record(row, row.to_domain(), step, attempt_number, attempt, now, job)
+
+    def end_wait(self, *, execution_id: UUID | str, job: JobContext) -> None:
+        """resume_at came: the run goes on with its next step (or completes, if the wait was the last)."""
+        with transaction.atomic():
+            row = _locked_for_job(execution_id, job, None)
+            if row is None:
+                return
+            run = row.to_domain()
+            move = run.wait_over(self.clock())
+            if move is None:
+                return
+            self._enact(row, run, move)
+            _save(row, run, "next_job_id")
+            job.mark_completed()
+
+    def _step_run(self, row: WorkflowExecution, version: LoadedVersion, step: Step, now: datetime) -> StepRun:
+        return StepRun(
+            execution_id=row.pk,
+            account_id=row.account_id,
+            contact_id=row.contact_id,
+            step=step,
+            workflow_id=version.workflow_id,
+            workflow_name=version.workflow_name,
+            context=row.context,
+            now=now,
+            renderer=self.renderer,
+        )
+
+    def _attempt(
+        self, executor: ActionExecutor, step_run: StepRun, row: WorkflowExecution, version: LoadedVersion
+    ) -> _Attempt:
+        origin = ChainOrigin(execution_id=row.pk, workflow_id=version.workflow_id, depth=row.depth)
+        started = time.monotonic()
+        try:
+            with caused_by(origin):
+                if executor.external:
+                    result = executor.execute(step_run)
+                else:
+                    with transaction.atomic():  # a savepoint: a failed action leaves no half-write
+                        result = executor.execute(step_run)
+            error = None
+        except Exception as exc:  # classified by the RetryService; the stack trace goes to the debug log
+            log.debug("run %s step %s raised", row.pk, step_run.step.index, exc_info=exc)
+            result, error = None, exc
+        return _Attempt(result, error, int((time.monotonic() - started) * 1000))
+
+    def _record(
+        self,
+        row: WorkflowExecution,
+        run: Execution,
+        step: Step,
+        attempt_number: int,
+        attempt: _Attempt,
+        started_at: datetime,
+        job: JobContext,
+    ) -> None:
+        """One transaction: the log row, the run's move, the next job, and this job's completion."""
+        now = self.clock()
+        error_category = error_details = ""
+        if attempt.error is None:
+            result = attempt.result
+            data = bounded_response(result.data)
+            if result.wait_until is not None:
+                move = run.begin_wait(now, result.wait_until, data)
+            else:
+                move = run.step_succeeded(now, data)
+            outcome = StepOutcome.SKIPPED if result.skipped else StepOutcome.SUCCEEDED
+        else:
+            decision = self.retry.decide(error=attempt.error, attempt_number=attempt_number, overrides=step.retry)
+            error_category, error_details = decision.error.category.value, decision.error.message
+            move = run.step_failed(now, error=error_details, category=error_category, retry_delay=decision.delay)
+            will_retry = decision.will_retry and run.status is not ExecutionStatus.CANCELLED
+            outcome = StepOutcome.RETRYING if will_retry else StepOutcome.FAILED
+            data = {
+                "reason": decision.reason if run.status is not ExecutionStatus.CANCELLED else "the run was cancelled"
+            }
+            if will_retry:
+                data["retry_in_seconds"] = round(decision.delay, 3)
+            log.log(
+                logging.INFO if decision.will_retry else logging.WARNING,
+                "run %s step %s (%s) attempt %s %s: %s (%s)",
+                row.pk,
+                step.index,
+                step.action_type,
+                attempt_number,
+                outcome,
+                error_details,
+                decision.reason,
+            )
+        self._enact(row, run, move)
+        _save(row, run, "next_job_id")
+        ExecutionLog.objects.create(
+            execution_id=row.pk,
+            step_index=step.index,
+            step_name=step.label,
+            action_type=step.action_type.value,
+            attempt_number=attempt_number,
+            outcome=outcome.value,
+            started_at=started_at,
+            duration_ms=attempt.duration_ms,
+            error_category=error_category,
+            error_details=error_details,
+            response_data=data,
+        )
+        job.mark_completed()
+
+    def _enact(self, row: WorkflowExecution, run: Execution, move: NextMove) -> None:
+        """Put the run's next move on the queue, in the caller's transaction; remember its job."""
+        if move.kind is MoveKind.KEEP:
+            return
+        if move.kind is MoveKind.NOTHING:
+            row.next_job_id = None
+            return
+        if move.kind is MoveKind.RUN_STEP:
+            handler = STEP_HANDLER
+            payload: dict[str, Any] = {"execution_id": str(row.pk), "step_index": run.current_step_index}
+        else:
+            handler = RESUME_HANDLER
+            payload = {"execution_id": str(row.pk)}
+        job = enqueue(handler, payload, queue=settings.WORKFLOW_QUEUE, run_at=move.at, account=row.account_id)
+        row.next_job_id = job.id
+
+    # --- the operator's side ------------------------------------------------------------------
+    def pause(self, *, execution_id: UUID | str, account_id: int | None = None) -> WorkflowExecution:
+        """Stop the run where it is: its queued job is cancelled; a step in flight still finishes and is logged."""
+        with transaction.atomic():
+            row = _locked(execution_id, account_id)
+            run = row.to_domain()
+            run.pause(self.clock())
+            if run.paused_from is not ExecutionStatus.ACTIVE:
+                _cancel_next_job(row)
+            _save(row, run, "next_job_id")
+        return row
+
+    def resume(self, *, execution_id: UUID | str, account_id: int | None = None) -> WorkflowExecution:
+        """Carry on: a wait whose time passed during the pause continues at once, else waits the remainder."""
+        with transaction.atomic():
+            row = _locked(execution_id, account_id)
+            run = row.to_domain()
+            move = run.resume(self.clock())
+            self._enact(row, run, move)
+            _save(row, run, "next_job_id")
+        return row
+
+    def cancel(self, *, execution_id: UUID | str, account_id: int | None = None) -> WorkflowExecution:
+        """Stop the run for good; its queued job is cancelled and it never runs another step."""
+        with transaction.atomic():
+            row = _locked(execution_id, account_id)
+            run = row.to_domain()
+            in_flight = run.status is ExecutionStatus.ACTIVE or run.paused_from is ExecutionStatus.ACTIVE
+            run.cancel(self.clock())
+            if not in_flight:  # a step in flight keeps its job, so its outcome is still logged
+                _cancel_next_job(row)
+            _save(row, run, "next_job_id")
+        return row
+
+    def retry(self, *, execution_id: UUID | str, account_id: int | None = None) -> WorkflowExecution:
+        """A FAILED run starts again from the step that failed, with fresh attempts."""
+        with transaction.atomic():
+            row = _locked(execution_id, account_id)
+            run = row.to_domain()
+            move = run.retry(self.clock())
+            self._enact(row, run, move)
+            _save(row, run, "next_job_id")
+        return row
+
+
+# --- helpers -----------------------------------------------------------------------------------
+def _check_trigger_data(data: Mapping[str, Any] | None, path: str = "trigger_data") -> dict[str, Any]:
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise WorkflowValidationError.single(path, "must be a JSON object")
+    try:
+        encoded = json.dumps(data, allow_nan=False)
+    except (TypeError, ValueError):
+        raise WorkflowValidationError.single(path, "must be plain JSON") from None
+    if len(encoded.encode()) > MAX_TRIGGER_DATA_BYTES:
+        raise WorkflowValidationError.single(path, f"must be at most {MAX_TRIGGER_DATA_BYTES:,} bytes as JSON")
+    return json.loads(encoded)  # a private copy: later changes by the caller do not reach the run
+
+
+def _check_idempotency_key(key: str | None) -> str | None:
+    if key is None:
+        return None
+    if not isinstance(key, str) or not 0 < len(key) <= MAX_IDEMPOTENCY_KEY or not key.isprintable():
+        raise WorkflowValidationError.single(
+            "idempotency_key", f"must be 1 to {MAX_IDEMPOTENCY_KEY} printable characters"
+        )
+    return key
+
+
+def _workflow(workflow_id: int, account_id: int | None) -> Workflow:
+    query = Workflow.objects.only("id", "account_id", "status", "current_version_id")
+    if account_id is not None:
+        query = query.filter(account_id=account_id)
+    try:
+        return query.get(pk=workflow_id)
+    except (Workflow.DoesNotExist, ValueError, TypeError):
+        raise WorkflowNotFound(workflow_id) from None
+
+
+def _lock_account(account_id: int) -> int:
+    """Lock the account row: starts for one account are serialized, so the limit and re-enrollment are exact."""
+    return (
+        Account.objects.select_for_update()
+        .filter(pk=account_id)
+        .values_list("max_concurrent_executions", flat=True)
+        .get()
+    )
+
+
+def _counted_runs(account_id: int) -> int:
+    return WorkflowExecution.objects.filter(account_id=account_id, status__in=sorted(COUNTED_FOR_LIMIT)).count()
+
+
+def _enrollment_refusal(workflow_id: int, contact_id: int, rule: Reenrollment) -> str | None:
+    if rule is Reenrollment.ALWAYS:
+        return None
+    runs = WorkflowExecution.objects.filter(workflow_id=workflow_id, contact_id=contact_id)
+    if rule is Reenrollment.NEVER:
+        return enrollment_refusal(rule, has_unfinished_run=False, has_any_run=runs.exists())
+    return enrollment_refusal(
+        rule, has_unfinished_run=runs.filter(status__in=sorted(UNFINISHED)).exists(), has_any_run=True
+    )
+
+
+def _as_uuid(execution_id: UUID | str) -> UUID:
+    try:
+        return execution_id if isinstance(execution_id, UUID) else UUID(str(execution_id))
+    except ValueError:
+        raise ExecutionNotFound(execution_id) from None
+
+
+def _locked(execution_id: UUID | str, account_id: int | None) -> WorkflowExecution:
+    query = WorkflowExecution.objects.select_for_update()
+    if account_id is not None:
+        query = query.filter(account_id=account_id)
+    row = query.filter(pk=_as_uuid(execution_id)).first()
+    if row is None:
+        raise ExecutionNotFound(execution_id)
+    return row
+
+
+def _locked_for_job(execution_id: UUID | str, job: JobContext, step_index: int | None) -> WorkflowExecution | None:
+    """The run, locked, if this job is the one allowed to move it (else None: a stale or duplicate job)."""
+    row = WorkflowExecution.objects.select_for_update().filter(pk=_as_uuid(execution_id)).first()
+    if row is None or row.next_job_id != job.id:
+        return None
+    if step_index is not None and row.current_step_index != step_index:
+        return None
+    return row
+
+
+def _cancel_next_job(row: WorkflowExecution) -> None:
+    if row.next_job_id is not None:
+        cancel_pending_jobs(ids=[row.next_job_id])
+        row.next_job_id = None
+
+
+def _save(row: WorkflowExecution, run: Execution, *extra: str) -> None:
+    fields = row.update_from_domain(run)
+    row.save(update_fields=[*fields, *extra, "updated_at"])

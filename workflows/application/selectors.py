@@ -1,0 +1,91 @@
+"""Reads for the admin and the API: workflows, versions, runs and their logs. Scoped by account when given."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from django.db.models import Prefetch, QuerySet
+
+from workflows.application.errors import ExecutionNotFound, WorkflowNotFound
+from workflows.infrastructure.models import ExecutionLog, Workflow, WorkflowExecution, WorkflowStep, WorkflowVersion
+
+
+def workflow_list(*, account_id: int | None = None, status: str | None = None) -> QuerySet[Workflow]:
+    query = Workflow.objects.select_related("current_version").order_by("name", "id")
+    if account_id is not None:
+        query = query.filter(account_id=account_id)
+    if status:
+        query = query.filter(status=status)
+    return query
+
+
+def workflow_get(*, workflow_id: int, account_id: int | None = None) -> Workflow:
+    """The workflow with its draft steps (in order) and current version."""
+    query = workflow_list(account_id=account_id).prefetch_related(
+        Prefetch("steps", queryset=WorkflowStep.objects.order_by("position", "id"))
+    )
+    try:
+        return query.get(pk=workflow_id)
+    except (Workflow.DoesNotExist, ValueError, TypeError):
+        raise WorkflowNotFound(workflow_id) from None
+
+
+def workflow_versions(*, workflow_id: int, account_id: int | None = None) -> QuerySet[WorkflowVersion]:
+    """Every published version, newest first."""
+    query = WorkflowVersion.objects.filter(workflow_id=workflow_id).order_by("-number")
+    if account_id is not None:
+        query = query.filter(workflow__account_id=account_id)
+    return query
+
+
+def has_unpublished_changes(workflow: Workflow) -> bool:
+    """True when the draft differs from what runs (or nothing was ever published)."""
+    version = workflow.current_version
+    if version is None:
+        return True
+    steps = [s.as_dict() for s in WorkflowStep.objects.filter(workflow=workflow).order_by("position", "id")]
+    return (
+        steps != version.steps
+        or workflow.trigger_dict() != version.trigger_dict()
+        or workflow.reenrollment != version.reenrollment
+    )
+
+
+def execution_list(
+    *,
+    account_id: int | None = None,
+    workflow_id: int | None = None,
+    contact_id: int | None = None,
+    status: str | None = None,
+) -> QuerySet[WorkflowExecution]:
+    """Newest first. Filters are exact; unknown statuses are the caller's to refuse."""
+    query = WorkflowExecution.objects.select_related("workflow", "version").order_by("-created_at", "-id")
+    if account_id is not None:
+        query = query.filter(account_id=account_id)
+    if workflow_id is not None:
+        query = query.filter(workflow_id=workflow_id)
+    if contact_id is not None:
+        query = query.filter(contact_id=contact_id)
+    if status:
+        query = query.filter(status=status)
+    return query
+
+
+def execution_get(*, execution_id: UUID | str, account_id: int | None = None) -> WorkflowExecution:
+    """One run with its logs (in order) prefetched as `execution.logs.all()`."""
+    try:
+        pk = execution_id if isinstance(execution_id, UUID) else UUID(str(execution_id))
+    except ValueError:
+        raise ExecutionNotFound(execution_id) from None
+    query = execution_list(account_id=account_id).prefetch_related(
+        Prefetch("logs", queryset=ExecutionLog.objects.order_by("id"))
+    )
+    try:
+        return query.get(pk=pk)
+    except WorkflowExecution.DoesNotExist:
+        raise ExecutionNotFound(execution_id) from None
+
+
+def execution_logs(*, execution_id: UUID | str, account_id: int | None = None) -> QuerySet[ExecutionLog]:
+    execution = execution_get(execution_id=execution_id, account_id=account_id)
+    return ExecutionLog.objects.filter(execution=execution).order_by("id")

@@ -1,0 +1,223 @@
+"""WorkflowService: create and edit a workflow's draft, publish it as a version, pause, activate, archive, restore.
+
+Every save checks the whole draft and refuses it with every problem named by
+its path (`trigger.event`, `steps[2].config.url`) and nothing stored. A
+draft may be incomplete (no steps yet); publishing needs at least one step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Max
+
+from accounts.infrastructure.models import Account
+from workflows.application.definitions import definition_from
+from workflows.application.errors import WorkflowNotFound
+from workflows.domain.errors import FieldError, WorkflowValidationError
+from workflows.domain.workflow import WorkflowDefinition, check_editable, workflow_move
+from workflows.infrastructure.models import Workflow, WorkflowStep, WorkflowVersion
+
+MAX_NAME = 200
+MAX_DESCRIPTION = 5000
+UNCHANGED: Any = object()  # update(): leave this part as it is
+
+
+class WorkflowService:
+    def create(
+        self,
+        *,
+        account_id: int,
+        name: str,
+        description: str = "",
+        trigger: Mapping[str, Any] | None = None,
+        reenrollment: str = "never",
+        steps: Sequence[Mapping[str, Any]] = (),
+    ) -> Workflow:
+        """A new draft workflow; WorkflowValidationError (every problem, with its path) stores nothing."""
+        trigger = dict(trigger or {"type": "manual"})
+        definition = self._check(
+            name=name, description=description, trigger=trigger, reenrollment=reenrollment, steps=steps
+        )
+        with transaction.atomic():
+            if not Account.objects.filter(pk=account_id).exists():
+                raise WorkflowValidationError.single("account", f"no account with id {account_id}")
+            workflow = Workflow(account_id=account_id, name=name.strip(), description=description or "")
+            _apply_trigger(workflow, definition)
+            workflow.save(force_insert=True)
+            _replace_steps(workflow, steps)
+        return workflow
+
+    def update(
+        self,
+        *,
+        workflow_id: int,
+        account_id: int | None = None,
+        name: str = UNCHANGED,
+        description: str = UNCHANGED,
+        trigger: Mapping[str, Any] = UNCHANGED,
+        reenrollment: str = UNCHANGED,
+        steps: Sequence[Mapping[str, Any]] = UNCHANGED,
+    ) -> Workflow:
+        """Change the draft (the parts given). Runs in flight and the published version are not touched."""
+        with transaction.atomic():
+            workflow = _locked(workflow_id, account_id)
+            check_editable(workflow.status)
+            new_name = workflow.name if name is UNCHANGED else name
+            new_description = workflow.description if description is UNCHANGED else description
+            new_trigger = workflow.trigger_dict() if trigger is UNCHANGED else dict(trigger or {})
+            new_rule = workflow.reenrollment if reenrollment is UNCHANGED else reenrollment
+            new_steps = _draft_steps(workflow) if steps is UNCHANGED else steps
+            definition = self._check(
+                name=new_name,
+                description=new_description,
+                trigger=new_trigger,
+                reenrollment=new_rule,
+                steps=new_steps,
+            )
+            workflow.name = new_name.strip()
+            workflow.description = new_description or ""
+            _apply_trigger(workflow, definition)
+            workflow.save(
+                update_fields=[
+                    "name",
+                    "description",
+                    "trigger_type",
+                    "trigger_event",
+                    "trigger_tag",
+                    "trigger_filter",
+                    "reenrollment",
+                    "updated_at",
+                ]
+            )
+            if steps is not UNCHANGED:
+                _replace_steps(workflow, steps)
+        return workflow
+
+    def publish(
+        self, *, workflow_id: int, account_id: int | None = None, published_by_id: int | None = None
+    ) -> WorkflowVersion:
+        """Freeze the draft as the next version and make the workflow active; its new runs use that version.
+
+        Publishing a draft identical to the current version makes no new version.
+        """
+        with transaction.atomic():
+            workflow = _locked(workflow_id, account_id)
+            target = workflow_move(workflow.status, "publish", has_version=workflow.current_version_id is not None)
+            steps = _draft_steps(workflow)
+            definition = definition_from(
+                trigger=workflow.trigger_dict(), reenrollment=workflow.reenrollment, steps=steps
+            )
+            frozen = {
+                "trigger_type": definition.trigger.type.value,
+                "trigger_event": definition.trigger.event,
+                "trigger_tag": definition.trigger.tag,
+                "trigger_filter": definition.trigger.as_dict()["filter"],
+                "reenrollment": definition.reenrollment.value,
+                "steps": steps,
+            }
+            current = workflow.current_version
+            if current is not None and all(getattr(current, k) == v for k, v in frozen.items()):
+                version = current
+            else:
+                number = (workflow.versions.aggregate(n=Max("number"))["n"] or 0) + 1
+                version = WorkflowVersion.objects.create(
+                    workflow=workflow, number=number, created_by_id=published_by_id, **frozen
+                )
+            workflow.current_version = version
+            workflow.status = target
+            workflow.save(update_fields=["current_version", "status", "updated_at"])
+        return version
+
+    def pause(self, *, workflow_id: int, account_id: int | None = None) -> Workflow:
+        """Take no new runs; runs in flight carry on."""
+        return self._move(workflow_id, account_id, "pause")
+
+    def activate(self, *, workflow_id: int, account_id: int | None = None) -> Workflow:
+        """A paused workflow takes new runs again, on its current version."""
+        return self._move(workflow_id, account_id, "activate")
+
+    def archive(self, *, workflow_id: int, account_id: int | None = None) -> Workflow:
+        """Retire it: read-only, no new runs; runs in flight carry on, and its history stays."""
+        return self._move(workflow_id, account_id, "archive")
+
+    def restore(self, *, workflow_id: int, account_id: int | None = None) -> Workflow:
+        """Bring an archived workflow back as a draft (publish it to take runs again)."""
+        return self._move(workflow_id, account_id, "restore")
+
+    def _move(self, workflow_id: int, account_id: int | None, action: str) -> Workflow:
+        with transaction.atomic():
+            workflow = _locked(workflow_id, account_id)
+            workflow.status = workflow_move(
+                workflow.status, action, has_version=workflow.current_version_id is not None
+            )
+            workflow.save(update_fields=["status", "updated_at"])
+        return workflow
+
+    @staticmethod
+    def _check(*, name: Any, description: Any, trigger: Any, reenrollment: Any, steps: Any) -> WorkflowDefinition:
+        errors: list[FieldError] = []
+        if not isinstance(name, str) or not name.strip():
+            errors.append(FieldError("name", "is required"))
+        elif len(name.strip()) > MAX_NAME:
+            errors.append(FieldError("name", f"must be at most {MAX_NAME} characters"))
+        if description is not None and not isinstance(description, str):
+            errors.append(FieldError("description", "must be a string"))
+        elif description and len(description) > MAX_DESCRIPTION:
+            errors.append(FieldError("description", f"must be at most {MAX_DESCRIPTION} characters"))
+        try:
+            definition = definition_from(trigger=trigger, reenrollment=reenrollment, steps=steps, require_steps=False)
+        except WorkflowValidationError as exc:
+            errors.extend(exc.errors)
+            definition = None
+        if errors:
+            raise WorkflowValidationError(errors)
+        return definition
+
+
+def check_workflow(
+    *, name: Any, description: Any = "", trigger: Any, reenrollment: Any, steps: Any
+) -> WorkflowDefinition:
+    """Check a draft without saving it (the admin's forms use this to place errors on their fields)."""
+    return WorkflowService._check(
+        name=name, description=description, trigger=trigger, reenrollment=reenrollment, steps=steps
+    )
+
+
+def _locked(workflow_id: int, account_id: int | None) -> Workflow:
+    query = Workflow.objects.select_for_update()
+    if account_id is not None:
+        query = query.filter(account_id=account_id)
+    try:
+        return query.get(pk=workflow_id)
+    except (Workflow.DoesNotExist, ValueError, TypeError):
+        raise WorkflowNotFound(workflow_id) from None
+
+
+def _apply_trigger(workflow: Workflow, definition: WorkflowDefinition) -> None:
+    trigger = definition.trigger.as_dict()
+    workflow.trigger_type = trigger["type"]
+    workflow.trigger_event = trigger["event"]
+    workflow.trigger_tag = trigger["tag"]
+    workflow.trigger_filter = trigger["filter"]
+    workflow.reenrollment = definition.reenrollment.value
+
+
+def _draft_steps(workflow: Workflow) -> list[dict[str, Any]]:
+    return [step.as_dict() for step in WorkflowStep.objects.filter(workflow=workflow).order_by("position", "id")]
+
+
+def _replace_steps(workflow: Workflow, steps: Sequence[Mapping[str, Any]]) -> None:
+    WorkflowStep.objects.filter(workflow=workflow).delete()
+    WorkflowStep.objects.bulk_create(
+        WorkflowStep(
+            workflow=workflow,
+            position=index,
+            name=(raw.get("name") or "").strip(),
+            action_type=raw["action_type"],
+            config=dict(raw.get("config") or {}),
+        )
+        for index, raw in enumerate(steps)
+    )

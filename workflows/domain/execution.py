@@ -1,0 +1,326 @@
+"""The life of a run: seven states, one transition table, and the entity that moves through them.
+
+A run (WorkflowExecution) carries one contact through the steps of one
+workflow version, one step at a time:
+
+    QUEUED     its next step is on the queue (the first one, the next one, or a retry due at resume_at)
+    ACTIVE     a worker is carrying out its current step right now
+    WAITING    a wait step is counting down to resume_at
+    PAUSED     an operator paused it: nothing moves until resume (paused_from remembers where it was)
+    COMPLETED  every step is done
+    FAILED     a step failed for good (permanent error, or its attempts ran out); retry starts from that step
+    CANCELLED  an operator stopped it; it never runs another step
+
+The entity decides every move and says what must happen next (a NextMove:
+queue the step, queue the end of a wait, keep the step in flight, or
+nothing). The application enacts that move on the job queue, in the same
+transaction that saves the run. Nothing here knows Django.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import Enum, StrEnum
+from typing import Any
+
+from workflows.domain.errors import IllegalExecutionTransition
+
+
+class ExecutionStatus(StrEnum):
+    QUEUED = "queued"
+    ACTIVE = "active"
+    PAUSED = "paused"
+    WAITING = "waiting"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+# Why each move exists:
+#   queued    -> active      a worker begins the step
+#   queued    -> paused      an operator pauses it (its queued job is cancelled)
+#   queued    -> cancelled   an operator cancels it
+#   active    -> queued      the step succeeded and the next is queued, or it failed and will be retried
+#   active    -> waiting     a wait step began
+#   active    -> completed   the last step succeeded
+#   active    -> failed      the step failed for good
+#   active    -> paused      an operator pauses it while a step is in flight (that step still finishes)
+#   active    -> cancelled   an operator cancels it while a step is in flight (that step is logged, nothing more)
+#   waiting   -> queued      resume_at came
+#   waiting   -> paused      paused during the wait: nothing happens at resume_at
+#   waiting   -> cancelled
+#   paused    -> queued      resume: run the current step (now, or at the retry time it was given)
+#   paused    -> active      resume while the step that was in flight at pause time is still running
+#   paused    -> waiting     resume before resume_at: wait the remainder
+#   paused    -> completed   the step in flight at pause time was the last, and it succeeded
+#   paused    -> failed      the step in flight at pause time failed for good
+#   paused    -> cancelled
+#   failed    -> queued      manual retry: start again from the failed step
+TRANSITIONS: dict[ExecutionStatus, frozenset[ExecutionStatus]] = {
+    ExecutionStatus.QUEUED: frozenset({ExecutionStatus.ACTIVE, ExecutionStatus.PAUSED, ExecutionStatus.CANCELLED}),
+    ExecutionStatus.ACTIVE: frozenset(
+        {
+            ExecutionStatus.QUEUED,
+            ExecutionStatus.WAITING,
+            ExecutionStatus.COMPLETED,
+            ExecutionStatus.FAILED,
+            ExecutionStatus.PAUSED,
+            ExecutionStatus.CANCELLED,
+        }
+    ),
+    ExecutionStatus.WAITING: frozenset({ExecutionStatus.QUEUED, ExecutionStatus.PAUSED, ExecutionStatus.CANCELLED}),
+    ExecutionStatus.PAUSED: frozenset(
+        {
+            ExecutionStatus.QUEUED,
+            ExecutionStatus.ACTIVE,
+            ExecutionStatus.WAITING,
+            ExecutionStatus.COMPLETED,
+            ExecutionStatus.FAILED,
+            ExecutionStatus.CANCELLED,
+        }
+    ),
+    ExecutionStatus.FAILED: frozenset({ExecutionStatus.QUEUED}),
+    ExecutionStatus.COMPLETED: frozenset(),
+    ExecutionStatus.CANCELLED: frozenset(),
+}
+
+# Runs that count toward the account's max_concurrent_executions: they hold (or are about to hold) a worker.
+# WAITING and PAUSED runs do not: a thousand contacts waiting two days must not block new runs.
+COUNTED_FOR_LIMIT = frozenset({ExecutionStatus.QUEUED, ExecutionStatus.ACTIVE})
+# Runs in progress, for the re-enrollment rule ("may a contact be enrolled while a run is in progress").
+UNFINISHED = frozenset(
+    {ExecutionStatus.QUEUED, ExecutionStatus.ACTIVE, ExecutionStatus.WAITING, ExecutionStatus.PAUSED}
+)
+ENDED = frozenset({ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.CANCELLED})
+
+
+def can_transition(current: ExecutionStatus | str, target: ExecutionStatus | str) -> bool:
+    return ExecutionStatus(target) in TRANSITIONS[ExecutionStatus(current)]
+
+
+def check_transition(
+    current: ExecutionStatus | str, target: ExecutionStatus | str, action: str | None = None
+) -> ExecutionStatus:
+    """Return `target` if the table allows the move, else raise IllegalExecutionTransition."""
+    if not can_transition(current, target):
+        raise IllegalExecutionTransition(ExecutionStatus(current).value, ExecutionStatus(target).value, action)
+    return ExecutionStatus(target)
+
+
+class StepOutcome(StrEnum):
+    """What one attempt of one step came to; one ExecutionLog row each."""
+
+    SUCCEEDED = "succeeded"
+    RETRYING = "retrying"  # failed for a passing reason; another attempt is queued
+    FAILED = "failed"  # failed for good: permanent error or attempts exhausted
+    SKIPPED = "skipped"  # not carried out, on purpose (consent, no address); the run goes on
+
+
+class MoveKind(Enum):
+    NOTHING = "nothing"  # no job: the run ended, or it is paused
+    KEEP = "keep"  # the job in flight carries on; queue nothing
+    RUN_STEP = "run_step"  # queue a `workflow_step` job for the current step
+    END_WAIT = "end_wait"  # queue a `workflow_resume` job due at resume_at
+
+
+@dataclass(frozen=True)
+class NextMove:
+    kind: MoveKind
+    at: datetime | None = None  # None: at once
+
+    @classmethod
+    def nothing(cls) -> NextMove:
+        return cls(MoveKind.NOTHING)
+
+
+class StepGate(Enum):
+    """What a step job may do when it arrives."""
+
+    RUN = "run"  # carry out the current step
+    RELEASE = "release"  # the run is paused: let go of the step, resume will queue it again
+    IGNORE = "ignore"  # stale or duplicate job: the run has moved on
+
+
+@dataclass
+class Execution:
+    """One run, as plain data plus the rules that move it. The database row is its persisted form."""
+
+    status: ExecutionStatus
+    step_count: int
+    current_step_index: int = 0
+    retry_count: int = 0  # failed attempts of the current step so far; the next attempt is retry_count + 1
+    resume_at: datetime | None = None  # end of a wait, or when a queued retry is due
+    paused_from: ExecutionStatus | None = None
+    started_at: datetime | None = None
+    completed_at: datetime | None = None  # when it reached COMPLETED, FAILED or CANCELLED
+    last_error: str = ""
+    last_error_category: str = ""
+    context: dict[str, Any] = field(default_factory=dict)
+
+    # --- starting ------------------------------------------------------------------
+    @classmethod
+    def start(cls, *, step_count: int, trigger_data: dict[str, Any], event: str = "") -> tuple[Execution, NextMove]:
+        if step_count < 1:
+            raise ValueError("a run needs at least one step")
+        run = cls(
+            status=ExecutionStatus.QUEUED,
+            step_count=step_count,
+            context={"event": event, "trigger": dict(trigger_data), "steps": []},
+        )
+        return run, NextMove(MoveKind.RUN_STEP)
+
+    # --- the worker's side ---------------------------------------------------------
+    @property
+    def attempt_number(self) -> int:
+        return self.retry_count + 1
+
+    @property
+    def is_finished_with_steps(self) -> bool:
+        return self.current_step_index >= self.step_count
+
+    def step_job_arrived(self) -> StepGate:
+        """Decide what a step job that holds this run's next move may do."""
+        if self.status in (ExecutionStatus.QUEUED, ExecutionStatus.ACTIVE):
+            # ACTIVE here means an earlier attempt of this same job died mid-step: run it again.
+            return StepGate.RUN
+        if self.status is ExecutionStatus.PAUSED:
+            return StepGate.RELEASE
+        return StepGate.IGNORE
+
+    def begin_step(self, now: datetime) -> None:
+        if self.status is not ExecutionStatus.ACTIVE:
+            self._move(ExecutionStatus.ACTIVE, "begin a step of")
+        if self.started_at is None:
+            self.started_at = now
+
+    def release_step(self) -> None:
+        """A step job found the run paused: it lets go, so resume queues the step again."""
+        if self.status is ExecutionStatus.PAUSED:
+            self.paused_from = ExecutionStatus.QUEUED
+
+    def step_succeeded(self, now: datetime, result: dict[str, Any]) -> NextMove:
+        """The current step is done (or skipped on purpose): advance, and say what comes next."""
+        if self.status is ExecutionStatus.CANCELLED:
+            return NextMove.nothing()  # logged, but a cancelled run never moves again
+        self._require_step_in_flight("finish a step of")
+        self.context.setdefault("steps", []).append(result)
+        self.current_step_index += 1
+        self.retry_count = 0
+        self.resume_at = None
+        return self._after_step(now)
+
+    def step_failed(self, now: datetime, *, error: str, category: str, retry_delay: float | None) -> NextMove:
+        """The current step's attempt failed; `retry_delay` None means it will not be tried again."""
+        if self.status is ExecutionStatus.CANCELLED:
+            return NextMove.nothing()
+        self._require_step_in_flight("fail a step of")
+        self.last_error = error
+        self.last_error_category = category
+        if retry_delay is None:
+            self._move(ExecutionStatus.FAILED, "fail")
+            self._ended(now)
+            return NextMove.nothing()
+        self.retry_count += 1
+        due = now + timedelta(seconds=retry_delay)
+        self.resume_at = due
+        if self.status is ExecutionStatus.PAUSED:
+            self.paused_from = ExecutionStatus.QUEUED  # resume queues the retry (at `due` if still ahead)
+            return NextMove.nothing()
+        self._move(ExecutionStatus.QUEUED, "retry a step of")
+        return NextMove(MoveKind.RUN_STEP, due)
+
+    def begin_wait(self, now: datetime, until: datetime, result: dict[str, Any]) -> NextMove:
+        """A wait step: the step itself is done at once; the run then waits until `until` before the next."""
+        self._require(ExecutionStatus.ACTIVE, "wait in")
+        self.context.setdefault("steps", []).append(result)
+        self.current_step_index += 1
+        self.retry_count = 0
+        if until <= now:  # a date already past: nothing to wait for
+            self.resume_at = None
+            return self._after_step(now)
+        self._move(ExecutionStatus.WAITING, "wait in")
+        self.resume_at = until
+        return NextMove(MoveKind.END_WAIT, until)
+
+    def wait_over(self, now: datetime) -> NextMove | None:
+        """The job due at resume_at arrived. None: it is stale (the run is not waiting any more)."""
+        if self.status is not ExecutionStatus.WAITING:
+            return None
+        if self.resume_at is not None and self.resume_at > now:
+            return NextMove(MoveKind.END_WAIT, self.resume_at)  # early (clocks differ): wait the rest
+        self.resume_at = None
+        self._move(ExecutionStatus.QUEUED, "end the wait of")
+        if self.is_finished_with_steps:  # the wait was the last step
+            self._move(ExecutionStatus.ACTIVE, "complete")
+            return self._after_step(now)
+        return NextMove(MoveKind.RUN_STEP)
+
+    # --- the operator's side ----------------------------------------------------------
+    def pause(self, now: datetime) -> None:
+        previous = self.status
+        self._move(ExecutionStatus.PAUSED, "pause")
+        self.paused_from = previous
+
+    def resume(self, now: datetime) -> NextMove:
+        """Carry on from where the pause caught the run."""
+        self._require(ExecutionStatus.PAUSED, "resume")
+        came_from = self.paused_from or ExecutionStatus.QUEUED
+        self.paused_from = None
+        if came_from is ExecutionStatus.ACTIVE:
+            self._move(ExecutionStatus.ACTIVE, "resume")
+            return NextMove(MoveKind.KEEP)  # the step in flight finishes and queues what follows
+        if came_from is ExecutionStatus.WAITING and self.resume_at is not None and self.resume_at > now:
+            self._move(ExecutionStatus.WAITING, "resume")
+            return NextMove(MoveKind.END_WAIT, self.resume_at)  # wait the remainder
+        due = self.resume_at if came_from is ExecutionStatus.QUEUED else None
+        if due is not None and due <= now:
+            due = None
+        if came_from is ExecutionStatus.WAITING:
+            self.resume_at = None
+        if self.is_finished_with_steps:  # a wait that was the last step ended during the pause
+            self._move(ExecutionStatus.COMPLETED, "resume")
+            self._ended(now)
+            return NextMove.nothing()
+        self._move(ExecutionStatus.QUEUED, "resume")
+        return NextMove(MoveKind.RUN_STEP, due)
+
+    def cancel(self, now: datetime) -> None:
+        self._move(ExecutionStatus.CANCELLED, "cancel")
+        self._ended(now)
+
+    def retry(self, now: datetime) -> NextMove:
+        """Manual retry of a failed run: start again from the step that failed, with fresh attempts."""
+        self._move(ExecutionStatus.QUEUED, "retry")
+        self.retry_count = 0
+        self.resume_at = None
+        self.completed_at = None
+        return NextMove(MoveKind.RUN_STEP)
+
+    # --- helpers --------------------------------------------------------------------------
+    def _after_step(self, now: datetime) -> NextMove:
+        if self.is_finished_with_steps:
+            self._move(ExecutionStatus.COMPLETED, "complete")
+            self._ended(now)
+            return NextMove.nothing()
+        if self.status is ExecutionStatus.PAUSED:
+            self.paused_from = ExecutionStatus.QUEUED  # resume queues the next step
+            return NextMove.nothing()
+        self._move(ExecutionStatus.QUEUED, "queue the next step of")
+        return NextMove(MoveKind.RUN_STEP)
+
+    def _ended(self, now: datetime) -> None:
+        self.completed_at = now
+        self.paused_from = None
+        self.resume_at = None
+
+    def _require_step_in_flight(self, action: str) -> None:
+        if self.status not in (ExecutionStatus.ACTIVE, ExecutionStatus.PAUSED):
+            raise IllegalExecutionTransition(self.status.value, ExecutionStatus.QUEUED.value, action)
+
+    def _require(self, status: ExecutionStatus, action: str) -> None:
+        if self.status is not status:
+            raise IllegalExecutionTransition(self.status.value, status.value, action)
+
+    def _move(self, target: ExecutionStatus, action: str) -> None:
+        self.status = check_transition(self.status, target, action)

@@ -1,0 +1,248 @@
+"""The workflow engine's tables. `workflows.domain` holds the rules; these rows persist them."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from jobs.domain.ids import uuid7
+from workflows.domain.actions import ActionType
+from workflows.domain.execution import COUNTED_FOR_LIMIT, Execution, ExecutionStatus, StepOutcome
+from workflows.domain.triggers import Reenrollment, TriggerType
+from workflows.domain.workflow import WorkflowStatus
+
+
+def _choices(enum) -> list[tuple[str, str]]:
+    return [(member.value, member.value.replace("_", " ")) for member in enum]
+
+
+class TriggerSource(models.TextChoices):
+    MANUAL = "manual", "manual (admin)"
+    API = "api", "API"
+    EVENT = "event", "event"
+
+
+class Workflow(models.Model):
+    """A marketer's workflow. Its fields and steps are the draft; `current_version` is what runs."""
+
+    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="workflows")
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True, default="")
+    status = models.CharField(max_length=16, choices=_choices(WorkflowStatus), default=WorkflowStatus.DRAFT)
+    trigger_type = models.CharField(max_length=16, choices=_choices(TriggerType), default=TriggerType.MANUAL)
+    trigger_event = models.CharField(
+        max_length=100, blank=True, default="", help_text="For event triggers: contact.created, tag.added, ..."
+    )
+    trigger_tag = models.CharField(
+        max_length=64, blank=True, default="", help_text="For tag.added / tag.removed: only this tag (blank: any)."
+    )
+    trigger_filter = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='Conditions on the contact, all must hold: [{"field": "tags", "op": "contains", "value": "vip"}]',
+    )
+    reenrollment = models.CharField(
+        max_length=16,
+        choices=_choices(Reenrollment),
+        default=Reenrollment.NEVER,
+        help_text="never: a contact enters once; after finish: again once its run ended; always: even during a run.",
+    )
+    current_version = models.ForeignKey(
+        "WorkflowVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        app_label = "workflows"
+        ordering = ["name", "id"]
+        indexes = [models.Index(fields=["account", "status"], name="workflow_account_status")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def trigger_dict(self) -> dict:
+        return {
+            "type": self.trigger_type,
+            "event": self.trigger_event,
+            "tag": self.trigger_tag,
+            "filter": self.trigger_filter,
+        }
+
+
+class WorkflowStep(models.Model):
+    """One step of a workflow's draft. Publishing copies the steps into a version."""
+
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="steps")
+    position = models.PositiveIntegerField()
+    name = models.CharField(max_length=200, blank=True, default="")
+    action_type = models.CharField(max_length=32, choices=_choices(ActionType))
+    config = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        app_label = "workflows"
+        ordering = ["workflow", "position", "id"]
+        constraints = [models.UniqueConstraint(fields=["workflow", "position"], name="workflow_step_position")]
+
+    def __str__(self) -> str:
+        return f"{self.position}. {self.name or self.action_type}"
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "action_type": self.action_type, "config": self.config}
+
+
+class WorkflowVersion(models.Model):
+    """A published, immutable snapshot of a workflow. Runs point at the version they started on."""
+
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    trigger_type = models.CharField(max_length=16, choices=_choices(TriggerType))
+    trigger_event = models.CharField(max_length=100, blank=True, default="")
+    trigger_tag = models.CharField(max_length=64, blank=True, default="")
+    trigger_filter = models.JSONField(default=list, blank=True)
+    reenrollment = models.CharField(max_length=16, choices=_choices(Reenrollment))
+    steps = models.JSONField(default=list)  # [{"name", "action_type", "config"}, ...] in order
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        app_label = "workflows"
+        ordering = ["workflow", "-number"]
+        constraints = [models.UniqueConstraint(fields=["workflow", "number"], name="workflow_version_number")]
+
+    def __str__(self) -> str:
+        return f"{self.workflow} v{self.number}"
+
+    def trigger_dict(self) -> dict:
+        return {
+            "type": self.trigger_type,
+            "event": self.trigger_event,
+            "tag": self.trigger_tag,
+            "filter": self.trigger_filter,
+        }
+
+
+_COUNTED = Q(status__in=sorted(COUNTED_FOR_LIMIT))
+
+
+class WorkflowExecution(models.Model):
+    """One run of one workflow version for one contact. `workflows.domain.execution.Execution` moves it."""
+
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+", db_index=False)
+    # RESTRICT: a workflow or version with runs is archived, not deleted (unless its account goes).
+    workflow = models.ForeignKey(Workflow, on_delete=models.RESTRICT, related_name="executions", db_index=False)
+    version = models.ForeignKey(WorkflowVersion, on_delete=models.RESTRICT, related_name="executions")
+    # Erasing a contact erases its runs and their logs (personal data).
+    contact = models.ForeignKey("contacts.Contact", on_delete=models.CASCADE, related_name="+")
+    status = models.CharField(max_length=16, choices=_choices(ExecutionStatus), default=ExecutionStatus.QUEUED)
+    current_step_index = models.PositiveIntegerField(default=0)
+    step_count = models.PositiveIntegerField()
+    retry_count = models.PositiveIntegerField(default=0)
+    context = models.JSONField(default=dict, blank=True)  # {"event", "trigger": {...}, "steps": [results]}
+    resume_at = models.DateTimeField(null=True, blank=True)
+    paused_from = models.CharField(max_length=16, blank=True, default="")
+    last_error = models.TextField(blank=True, default="")  # `Type: message`, redacted, <= 1,000
+    last_error_category = models.CharField(max_length=20, blank=True, default="")
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True)
+    # The one job allowed to move this run next; any other job that arrives is stale and does nothing.
+    next_job_id = models.UUIDField(null=True, blank=True, editable=False)
+    trigger_source = models.CharField(max_length=10, choices=TriggerSource.choices, default=TriggerSource.API)
+    trigger_event = models.CharField(max_length=100, blank=True, default="")
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children", db_index=False
+    )
+    depth = models.PositiveSmallIntegerField(default=0)  # runs started by other runs' steps: parent.depth + 1
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)  # reached COMPLETED, FAILED or CANCELLED
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        app_label = "workflows"
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["account", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="execution_idempotency_key",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["account", "-created_at"], name="execution_account_created"),
+            # max_concurrent_executions counts these rows only.
+            models.Index(fields=["account"], condition=_COUNTED, name="execution_counted"),
+            # The re-enrollment rule: this contact's runs of this workflow.
+            models.Index(fields=["workflow", "contact", "status"], name="execution_enrollment"),
+            models.Index(fields=["workflow", "-created_at"], name="execution_workflow_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.id} ({self.status})"
+
+    # --- domain mapping ---------------------------------------------------------------------
+    def to_domain(self) -> Execution:
+        return Execution(
+            status=ExecutionStatus(self.status),
+            step_count=self.step_count,
+            current_step_index=self.current_step_index,
+            retry_count=self.retry_count,
+            resume_at=self.resume_at,
+            paused_from=ExecutionStatus(self.paused_from) if self.paused_from else None,
+            started_at=self.started_at,
+            completed_at=self.completed_at,
+            last_error=self.last_error,
+            last_error_category=self.last_error_category,
+            context=self.context,
+        )
+
+    def update_from_domain(self, run: Execution) -> list[str]:
+        """Copy the entity's state onto the row; returns the changed fields for save(update_fields=...)."""
+        values = {
+            "status": run.status.value,
+            "current_step_index": run.current_step_index,
+            "retry_count": run.retry_count,
+            "resume_at": run.resume_at,
+            "paused_from": run.paused_from.value if run.paused_from else "",
+            "started_at": run.started_at,
+            "completed_at": run.completed_at,
+            "last_error": run.last_error,
+            "last_error_category": run.last_error_category,
+            "context": run.context,
+        }
+        changed = []
+        for name, value in values.items():
+            if name == "context" or getattr(self, name) != value:
+                setattr(self, name, value)
+                changed.append(name)
+        return changed
+
+
+class ExecutionLog(models.Model):
+    """One row per attempt of one step: what happened, how long it took, what came back."""
+
+    execution = models.ForeignKey(WorkflowExecution, on_delete=models.CASCADE, related_name="logs", db_index=False)
+    step_index = models.PositiveIntegerField()
+    step_name = models.CharField(max_length=200, blank=True, default="")
+    action_type = models.CharField(max_length=32)
+    attempt_number = models.PositiveIntegerField()
+    outcome = models.CharField(max_length=16, choices=_choices(StepOutcome))
+    started_at = models.DateTimeField()
+    duration_ms = models.PositiveIntegerField(default=0)
+    error_category = models.CharField(max_length=20, blank=True, default="")
+    error_details = models.TextField(blank=True, default="")  # the queue's stored-error rule
+    response_data = models.JSONField(default=dict, blank=True)  # bounded and redacted (domain.logs)
+
+    class Meta:
+        app_label = "workflows"
+        ordering = ["execution", "id"]
+        indexes = [models.Index(fields=["execution", "id"], name="execution_log_order")]
+
+    def __str__(self) -> str:
+        return f"step {self.step_index} attempt {self.attempt_number}: {self.outcome}"
