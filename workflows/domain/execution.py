@@ -291,6 +291,7 @@ class Execution:
 
     def retry(self, now: datetime) -> NextMove:
         """Manual retry of a failed run: start again from the step that failed, with fresh attempts."""
+        self._require(ExecutionStatus.FAILED, "retry")
         self._move(ExecutionStatus.QUEUED, "retry")
         self.retry_count = 0
         self.resume_at = None

@@ -1,0 +1,341 @@
+"""The run's seven states: every allowed and every forbidden move, and the entity's decisions."""
+
+import itertools
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from workflows.domain.errors import IllegalExecutionTransition
+from workflows.domain.execution import (
+    TRANSITIONS,
+    Execution,
+    ExecutionStatus,
+    MoveKind,
+    StepGate,
+    can_transition,
+    check_transition,
+)
+
+S = ExecutionStatus
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+ALLOWED = {
+    (S.QUEUED, S.ACTIVE),
+    (S.QUEUED, S.PAUSED),
+    (S.QUEUED, S.CANCELLED),
+    (S.ACTIVE, S.QUEUED),
+    (S.ACTIVE, S.WAITING),
+    (S.ACTIVE, S.COMPLETED),
+    (S.ACTIVE, S.FAILED),
+    (S.ACTIVE, S.PAUSED),
+    (S.ACTIVE, S.CANCELLED),
+    (S.WAITING, S.QUEUED),
+    (S.WAITING, S.PAUSED),
+    (S.WAITING, S.CANCELLED),
+    (S.PAUSED, S.QUEUED),
+    (S.PAUSED, S.ACTIVE),
+    (S.PAUSED, S.WAITING),
+    (S.PAUSED, S.COMPLETED),
+    (S.PAUSED, S.FAILED),
+    (S.PAUSED, S.CANCELLED),
+    (S.FAILED, S.QUEUED),
+}
+ALL_PAIRS = list(itertools.product(S, S))
+
+
+def test_there_are_seven_states():
+    assert {s.value for s in S} == {"queued", "active", "paused", "waiting", "completed", "failed", "cancelled"}
+    assert set(TRANSITIONS) == set(S)
+
+
+@pytest.mark.parametrize(("current", "target"), sorted(ALLOWED))
+def test_allowed_moves(current, target):
+    assert can_transition(current, target)
+    assert check_transition(current, target) is target
+
+
+@pytest.mark.parametrize(("current", "target"), [p for p in ALL_PAIRS if p not in ALLOWED])
+def test_forbidden_moves_raise_with_the_current_state(current, target):
+    assert not can_transition(current, target)
+    with pytest.raises(IllegalExecutionTransition) as info:
+        check_transition(current, target, "do it to")
+    assert info.value.current == current.value
+    assert info.value.target == target.value
+    assert f"a run that is {current.value}" in str(info.value)
+
+
+def run_at(status: ExecutionStatus, *, step_count: int = 3, index: int = 0, **kwargs) -> Execution:
+    return Execution(status=status, step_count=step_count, current_step_index=index, **kwargs)
+
+
+def test_start_queues_the_first_step():
+    run, move = Execution.start(step_count=2, trigger_data={"a": 1}, event="tag.added")
+    assert run.status is S.QUEUED
+    assert run.current_step_index == 0
+    assert run.context == {"event": "tag.added", "trigger": {"a": 1}, "steps": []}
+    assert move.kind is MoveKind.RUN_STEP
+    assert move.at is None
+
+
+def test_start_needs_a_step():
+    with pytest.raises(ValueError, match="at least one step"):
+        Execution.start(step_count=0, trigger_data={})
+
+
+@pytest.mark.parametrize(
+    ("status", "gate"),
+    [
+        (S.QUEUED, StepGate.RUN),
+        (S.ACTIVE, StepGate.RUN),  # the same job's earlier attempt died mid-step
+        (S.PAUSED, StepGate.RELEASE),
+        (S.WAITING, StepGate.IGNORE),
+        (S.COMPLETED, StepGate.IGNORE),
+        (S.FAILED, StepGate.IGNORE),
+        (S.CANCELLED, StepGate.IGNORE),
+    ],
+)
+def test_what_a_step_job_may_do(status, gate):
+    assert run_at(status).step_job_arrived() is gate
+
+
+def test_a_successful_step_queues_the_next_one():
+    run = run_at(S.QUEUED, context={"steps": []})
+    run.begin_step(NOW)
+    assert run.status is S.ACTIVE
+    assert run.started_at == NOW
+    move = run.step_succeeded(NOW, {"ok": True})
+    assert run.status is S.QUEUED
+    assert run.current_step_index == 1
+    assert run.context["steps"] == [{"ok": True}]
+    assert move.kind is MoveKind.RUN_STEP
+    assert move.at is None
+
+
+def test_the_last_step_completes_the_run():
+    run = run_at(S.ACTIVE, step_count=2, index=1, context={"steps": [{}]})
+    move = run.step_succeeded(NOW, {})
+    assert run.status is S.COMPLETED
+    assert run.completed_at == NOW
+    assert move.kind is MoveKind.NOTHING
+
+
+def test_a_retryable_failure_goes_back_to_queued_with_the_delay():
+    run = run_at(S.ACTIVE)
+    move = run.step_failed(NOW, error="ServerFailure: 503", category="server_error", retry_delay=30)
+    assert run.status is S.QUEUED
+    assert run.retry_count == 1
+    assert run.attempt_number == 2
+    assert run.resume_at == NOW + timedelta(seconds=30)
+    assert run.last_error == "ServerFailure: 503"
+    assert run.last_error_category == "server_error"
+    assert move.kind is MoveKind.RUN_STEP
+    assert move.at == NOW + timedelta(seconds=30)
+    assert run.current_step_index == 0  # the same step again
+
+
+def test_a_final_failure_fails_the_run():
+    run = run_at(S.ACTIVE, retry_count=2)
+    move = run.step_failed(NOW, error="ValidationFailure: 400", category="validation", retry_delay=None)
+    assert run.status is S.FAILED
+    assert run.completed_at == NOW
+    assert move.kind is MoveKind.NOTHING
+
+
+def test_success_after_retries_resets_the_retry_count():
+    run = run_at(S.QUEUED, retry_count=2, resume_at=NOW, context={"steps": []})
+    run.begin_step(NOW)
+    run.step_succeeded(NOW, {})
+    assert run.retry_count == 0
+    assert run.resume_at is None
+
+
+def test_a_wait_moves_to_waiting_until_its_time():
+    run = run_at(S.ACTIVE, context={"steps": []})
+    until = NOW + timedelta(hours=2)
+    move = run.begin_wait(NOW, until, {"resume_at": until.isoformat()})
+    assert run.status is S.WAITING
+    assert run.resume_at == until
+    assert run.current_step_index == 1  # the wait step is done; the run waits before the next
+    assert move.kind is MoveKind.END_WAIT
+    assert move.at == until
+
+
+def test_a_wait_until_a_past_date_goes_straight_on():
+    run = run_at(S.ACTIVE, context={"steps": []})
+    move = run.begin_wait(NOW, NOW - timedelta(minutes=1), {})
+    assert run.status is S.QUEUED
+    assert move.kind is MoveKind.RUN_STEP
+
+
+def test_the_end_of_a_wait_queues_the_next_step():
+    run = run_at(S.WAITING, index=1, resume_at=NOW)
+    move = run.wait_over(NOW)
+    assert run.status is S.QUEUED
+    assert run.resume_at is None
+    assert move.kind is MoveKind.RUN_STEP
+
+
+def test_a_wait_that_was_the_last_step_completes_the_run():
+    run = run_at(S.WAITING, step_count=2, index=2, resume_at=NOW)
+    move = run.wait_over(NOW)
+    assert run.status is S.COMPLETED
+    assert move.kind is MoveKind.NOTHING
+
+
+def test_an_early_end_of_wait_job_waits_the_rest():
+    later = NOW + timedelta(seconds=5)
+    run = run_at(S.WAITING, index=1, resume_at=later)
+    move = run.wait_over(NOW)
+    assert run.status is S.WAITING
+    assert move.kind is MoveKind.END_WAIT
+    assert move.at == later
+
+
+def test_an_end_of_wait_job_for_a_run_not_waiting_is_stale():
+    assert run_at(S.PAUSED, paused_from=S.WAITING).wait_over(NOW) is None
+    assert run_at(S.CANCELLED).wait_over(NOW) is None
+
+
+@pytest.mark.parametrize("status", [S.QUEUED, S.ACTIVE, S.WAITING])
+def test_pause_remembers_where_the_run_was(status):
+    run = run_at(status)
+    run.pause(NOW)
+    assert run.status is S.PAUSED
+    assert run.paused_from is status
+
+
+@pytest.mark.parametrize("status", [S.PAUSED, S.COMPLETED, S.FAILED, S.CANCELLED])
+def test_pause_is_refused_where_it_makes_no_sense(status):
+    with pytest.raises(IllegalExecutionTransition) as info:
+        run_at(status).pause(NOW)
+    assert info.value.current == status.value
+
+
+def test_resume_of_a_paused_wait_whose_time_passed_continues_at_once():
+    run = run_at(S.WAITING, index=1, resume_at=NOW - timedelta(seconds=1))
+    run.pause(NOW - timedelta(seconds=10))
+    move = run.resume(NOW)
+    assert run.status is S.QUEUED
+    assert run.resume_at is None
+    assert move.kind is MoveKind.RUN_STEP
+    assert move.at is None
+
+
+def test_resume_of_a_paused_wait_before_its_time_waits_the_remainder():
+    later = NOW + timedelta(minutes=5)
+    run = run_at(S.WAITING, index=1, resume_at=later)
+    run.pause(NOW)
+    move = run.resume(NOW)
+    assert run.status is S.WAITING
+    assert move.kind is MoveKind.END_WAIT
+    assert move.at == later
+
+
+def test_resume_of_a_paused_last_wait_whose_time_passed_completes():
+    run = run_at(S.WAITING, step_count=1, index=1, resume_at=NOW - timedelta(seconds=1))
+    run.pause(NOW)
+    move = run.resume(NOW)
+    assert run.status is S.COMPLETED
+    assert move.kind is MoveKind.NOTHING
+
+
+def test_resume_of_a_queued_retry_keeps_its_due_time():
+    later = NOW + timedelta(seconds=40)
+    run = run_at(S.QUEUED, retry_count=1, resume_at=later)
+    run.pause(NOW)
+    move = run.resume(NOW)
+    assert run.status is S.QUEUED
+    assert move.at == later
+
+
+def test_resume_while_the_paused_step_is_still_in_flight_keeps_its_job():
+    run = run_at(S.ACTIVE)
+    run.pause(NOW)
+    move = run.resume(NOW)
+    assert run.status is S.ACTIVE
+    assert move.kind is MoveKind.KEEP
+
+
+def test_a_step_that_finishes_while_paused_advances_but_queues_nothing():
+    run = run_at(S.ACTIVE, context={"steps": []})
+    run.pause(NOW)
+    move = run.step_succeeded(NOW, {})
+    assert run.status is S.PAUSED
+    assert run.current_step_index == 1
+    assert run.paused_from is S.QUEUED  # resume queues the next step
+    assert move.kind is MoveKind.NOTHING
+    assert run.resume(NOW).kind is MoveKind.RUN_STEP
+
+
+def test_the_last_step_finishing_while_paused_completes_the_run():
+    run = run_at(S.ACTIVE, step_count=1, context={"steps": []})
+    run.pause(NOW)
+    run.step_succeeded(NOW, {})
+    assert run.status is S.COMPLETED
+
+
+def test_a_retryable_failure_while_paused_stays_paused_and_keeps_the_retry_time():
+    run = run_at(S.ACTIVE)
+    run.pause(NOW)
+    move = run.step_failed(NOW, error="e", category="timeout", retry_delay=10)
+    assert run.status is S.PAUSED
+    assert move.kind is MoveKind.NOTHING
+    assert run.retry_count == 1
+    assert run.paused_from is S.QUEUED
+    assert run.resume(NOW).at == NOW + timedelta(seconds=10)
+
+
+def test_a_paused_run_lets_go_of_a_step_job_that_died_in_flight():
+    run = run_at(S.ACTIVE)
+    run.pause(NOW)
+    run.release_step()
+    assert run.paused_from is S.QUEUED
+    assert run.resume(NOW).kind is MoveKind.RUN_STEP
+
+
+@pytest.mark.parametrize("status", [S.QUEUED, S.ACTIVE, S.WAITING, S.PAUSED])
+def test_cancel(status):
+    run = run_at(status, resume_at=NOW)
+    run.cancel(NOW)
+    assert run.status is S.CANCELLED
+    assert run.completed_at == NOW
+    assert run.resume_at is None
+
+
+@pytest.mark.parametrize("status", [S.COMPLETED, S.FAILED, S.CANCELLED])
+def test_cancel_of_an_ended_run_is_refused(status):
+    with pytest.raises(IllegalExecutionTransition):
+        run_at(status).cancel(NOW)
+
+
+def test_a_step_in_flight_when_cancelled_is_logged_but_moves_nothing():
+    run = run_at(S.ACTIVE, context={"steps": []})
+    run.cancel(NOW)
+    assert run.step_succeeded(NOW, {}).kind is MoveKind.NOTHING
+    assert run.step_failed(NOW, error="e", category="timeout", retry_delay=5).kind is MoveKind.NOTHING
+    assert run.status is S.CANCELLED
+    assert run.current_step_index == 0
+
+
+def test_manual_retry_starts_again_from_the_failed_step():
+    run = run_at(S.FAILED, index=2, retry_count=2, completed_at=NOW, last_error="x")
+    move = run.retry(NOW)
+    assert run.status is S.QUEUED
+    assert run.current_step_index == 2
+    assert run.retry_count == 0
+    assert run.completed_at is None
+    assert move.kind is MoveKind.RUN_STEP
+
+
+@pytest.mark.parametrize("status", [S.QUEUED, S.ACTIVE, S.WAITING, S.PAUSED, S.COMPLETED, S.CANCELLED])
+def test_manual_retry_of_a_run_that_did_not_fail_is_refused(status):
+    with pytest.raises(IllegalExecutionTransition) as info:
+        run_at(status).retry(NOW)
+    assert info.value.current == status.value
+
+
+def test_finishing_a_step_of_a_run_not_in_a_step_is_refused():
+    with pytest.raises(IllegalExecutionTransition):
+        run_at(S.QUEUED).step_succeeded(NOW, {})
+    with pytest.raises(IllegalExecutionTransition):
+        run_at(S.COMPLETED).step_failed(NOW, error="e", category="x", retry_delay=None)

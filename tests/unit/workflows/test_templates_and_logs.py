@@ -1,0 +1,114 @@
+"""Templates see only read-only plain data and cannot load, include or debug; log data is bounded and redacted."""
+
+import json
+
+import pytest
+
+from workflows.domain.logs import RESPONSE_DATA_MAX_BYTES, bounded_response
+from workflows.domain.templates import TemplateError, render_tree, template_context
+from workflows.infrastructure.templates import renderer
+
+CONTEXT = template_context(
+    contact={
+        "id": 7,
+        "email": "ada@example.com",
+        "phone": "+15550001",
+        "first_name": "Ada",
+        "last_name": "Lovelace",
+        "tags": ["vip"],
+        "custom_fields": {"plan": "pro"},
+        "unsubscribed": True,
+    },
+    trigger={"order": {"id": "A-1", "items": [1, 2, 3]}, "html": "<b>x</b>"},
+    steps=[{"json": {"id": 99}}],
+    event="order.paid",
+    workflow={"id": 3, "name": "Welcome"},
+    run={"id": "r-1", "step": 2},
+)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("Hi {{ contact.first_name }}", "Hi Ada"),
+        ("{{ contact.full_name }}", "Ada Lovelace"),
+        ("{{ contact.custom_fields.plan }}/{{ custom.plan }}", "pro/pro"),
+        ("{{ trigger.order.id }} {{ trigger.order.items.2 }}", "A-1 3"),
+        ("{{ steps.0.json.id }}", "99"),
+        ("{{ event }} {{ workflow.name }} {{ run.id }}", "order.paid Welcome r-1"),
+        ("{% if 'vip' in contact.tags %}VIP{% endif %}", "VIP"),
+        ("{% for i in trigger.order.items %}{{ i }}{% endfor %}", "123"),
+        ("{{ contact.nickname|default:'friend' }}", "friend"),
+        ("{{ contact.first_name|upper }}", "ADA"),
+        ("{{ trigger.html }}", "<b>x</b>"),  # text is never escaped
+        ("{{ contact.unsubscribed }}", ""),  # consent flags are not template data
+        ("no template here {", "no template here {"),
+    ],
+)
+def test_text_rendering(source, expected):
+    assert renderer.render_text(source, CONTEXT) == expected
+
+
+def test_html_is_escaped():
+    assert renderer.render_html("<p>{{ trigger.html }}</p>", CONTEXT) == "<p>&lt;b&gt;x&lt;/b&gt;</p>"
+
+
+def test_the_context_is_read_only():
+    assert renderer.render_text("{{ contact.custom_fields.clear }}{{ trigger.order.items.pop }}", CONTEXT) == ""
+    assert renderer.render_text("{{ custom.plan }}", CONTEXT) == "pro"
+    with pytest.raises(TypeError):
+        CONTEXT["contact"]["first_name"] = "Eve"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "{% load static %}",
+        "{% include 'admin/base.html' %}",
+        "{% extends 'admin/base.html' %}",
+        "{% debug %}",
+        "{% url 'admin:index' %}",
+        "{% csrf_token %}",
+        "{{ contact.__class__ }}",
+        "{{ contact.first_name|nosuchfilter }}",
+        "{% if %}",
+    ],
+)
+def test_dangerous_or_broken_templates_do_not_compile(source):
+    assert renderer.check(source)
+    with pytest.raises(TemplateError):
+        renderer.render_text(source, CONTEXT)
+
+
+def test_a_good_template_compiles():
+    assert renderer.check("Hi {{ contact.first_name|default:'there' }}") is None
+
+
+def test_render_tree_fills_every_string():
+    tree = {"a": "{{ contact.first_name }}", "b": [1, "{{ event }}"], "{{ key }}": True}
+    assert render_tree(tree, lambda s: renderer.render_text(s, CONTEXT)) == {
+        "a": "Ada",
+        "b": [1, "order.paid"],
+        "{{ key }}": True,  # keys stay as written
+    }
+
+
+def test_response_data_is_redacted():
+    data = bounded_response({"body": "see https://api.example.com/v1/reset?token=SECRET", "status_code": 200})
+    assert data == {"body": "see https://api.example.com", "status_code": 200}
+
+
+def test_response_data_is_bounded():
+    data = bounded_response(
+        {"status_code": 200, "id": "m-1", "body": "x" * 3000, "json": {"k": "y" * 3000}, "more": "z" * 3000}
+    )
+    assert len(json.dumps(data)) <= RESPONSE_DATA_MAX_BYTES
+    assert data["truncated"] is True
+    assert data["status_code"] == 200
+    assert data["id"] == "m-1"
+    assert "body" not in data
+
+
+def test_empty_response_data():
+    assert bounded_response(None) == {}
+    assert bounded_response({}) == {}
