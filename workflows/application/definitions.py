@@ -10,6 +10,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
+from uuid import UUID
 
 from contacts.application.services import EDITABLE_FIELDS
 from workflows.domain.validation import ValidationContext
@@ -37,18 +38,18 @@ def definition_from(*, trigger: Any, reenrollment: Any, steps: Any, require_step
 
 @dataclass(frozen=True)
 class LoadedVersion:
-    id: int
+    id: UUID
     number: int
     workflow_id: int
     workflow_name: str
     definition: WorkflowDefinition
 
 
-_cache: OrderedDict[int, LoadedVersion] = OrderedDict()
+_cache: OrderedDict[UUID, LoadedVersion] = OrderedDict()
 _lock = threading.Lock()
 
 
-def load_version(version_id: int) -> LoadedVersion:
+def load_version(version_id: UUID) -> LoadedVersion:
     with _lock:
         cached = _cache.get(version_id)
         if cached is not None:

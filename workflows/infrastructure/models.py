@@ -95,6 +95,8 @@ class WorkflowStep(models.Model):
 class WorkflowVersion(models.Model):
     """A published, immutable snapshot of a workflow. Runs point at the version they started on."""
 
+    # Never reused (unlike SQLite's integer ids after a delete), so workers may cache versions by id forever.
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="versions")
     number = models.PositiveIntegerField()
     trigger_type = models.CharField(max_length=16, choices=_choices(TriggerType))

@@ -1,0 +1,144 @@
+"""Helpers for the workflow engine's integration and end-to-end tests.
+
+`run_due_jobs` runs due jobs in this thread exactly as a worker does (claim,
+call the handler with a real JobContext, acknowledge), so a test can step a
+run forward deterministically and count its queries. `WebhookServer` is a
+real HTTP server on 127.0.0.1 whose answers a test scripts.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from jobs.application.context import JobContext
+from jobs.application.registry import get_handler
+from jobs.infrastructure.models import Job
+from jobs.infrastructure.store import Finished, get_store
+from workflows.application.workflows import WorkflowService
+from workflows.infrastructure.models import Workflow
+
+TEST_WORKER = "test-worker"
+
+
+def make_workflow(
+    account,
+    steps: Sequence[dict[str, Any]],
+    *,
+    trigger: dict[str, Any] | None = None,
+    reenrollment: str = "always",
+    publish: bool = True,
+    name: str = "Test workflow",
+) -> Workflow:
+    service = WorkflowService()
+    workflow = service.create(
+        account_id=account.pk, name=name, trigger=trigger, reenrollment=reenrollment, steps=list(steps)
+    )
+    if publish:
+        service.publish(workflow_id=workflow.pk)
+        workflow.refresh_from_db()
+    return workflow
+
+
+def run_due_jobs(limit: int = 100, *, handler: str | None = None) -> int:
+    """Run up to `limit` due jobs in this thread, one at a time; return how many ran."""
+    store = get_store()
+    ran = 0
+    while ran < limit:
+        batch = store.claim(TEST_WORKER, None, 1, 60)
+        if not batch:
+            return ran
+        claimed = batch[0]
+        if handler is not None and claimed.handler != handler:
+            store.release(TEST_WORKER, [claimed.id])
+            return ran
+        context = JobContext(
+            id=claimed.id,
+            handler=claimed.handler,
+            queue=claimed.queue,
+            attempt_number=claimed.attempt_number,
+            max_attempts=claimed.max_attempts,
+            account_id=claimed.account_id,
+            worker_id=TEST_WORKER,
+            started=time.time(),
+            _store=store,
+        )
+        get_handler(claimed.handler)(claimed.payload, context)
+        if not context.completed_in_transaction:
+            store.complete(TEST_WORKER, [Finished(claimed.id, claimed.attempt_number, context.started, time.time())])
+        ran += 1
+    return ran
+
+
+def make_due(job_id) -> None:
+    """Bring a job's due time to now (a retry's backoff, a wait), so run_due_jobs picks it up."""
+    Job.objects.filter(pk=job_id).update(run_at="2000-01-01T00:00:00Z")
+
+
+@dataclass
+class Received:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+    at: float
+
+
+@dataclass
+class WebhookServer:
+    """Answers each request with the next scripted (status, headers, body); the last answer repeats."""
+
+    answers: list[tuple[int, dict[str, str], str]] = field(default_factory=lambda: [(200, {}, '{"ok": true}')])
+    received: list[Received] = field(default_factory=list)
+
+    def start(self) -> WebhookServer:
+        server_self = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body = json.loads(raw) if raw else None
+                except ValueError:
+                    body = raw.decode(errors="replace")
+                with server_self._lock:
+                    server_self.received.append(
+                        Received(self.command, self.path, dict(self.headers.items()), body, time.time())
+                    )
+                    index = min(len(server_self.received), len(server_self.answers)) - 1
+                    status, headers, text = server_self.answers[index]
+                payload = text.encode()
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            do_POST = do_PUT = do_PATCH = do_DELETE = do_GET = _answer
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
