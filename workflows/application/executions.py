@@ -131,7 +131,7 @@ class ExecutionService:
         renderer: TemplateRenderer | None = None,
         clock: Callable[[], datetime] = timezone.now,
     ) -> None:
-        self.retry = retry or default_retry_service()
+        self.retry_service = retry or default_retry_service()
         self.renderer = renderer or default_renderer
         self.clock = clock
 
@@ -223,7 +223,9 @@ class ExecutionService:
             )
         payload = _check_trigger_data(data, path="data")
         tag = payload.get("tag") if name in TAG_EVENTS else None
-        with transaction.atomic():
+        # Joins the caller's transaction without a savepoint: events come from inside contact changes, on the
+        # hot path of every tag and update step, and nothing here needs to be undone apart from the caller.
+        with transaction.atomic(savepoint=False):
             candidates = Workflow.objects.filter(
                 account_id=account_id,
                 status=WorkflowStatus.ACTIVE,
@@ -387,11 +389,9 @@ class ExecutionService:
         started = time.monotonic()
         try:
             with caused_by(origin):
-                if executor.external:
-                    result = executor.execute(step_run)
-                else:
-                    with transaction.atomic():  # a savepoint: a failed action leaves no half-write
-                        result = executor.execute(step_run)
+                # Internal actions make one call to a contacts service, whose own atomic block is the savepoint
+                # that undoes a failed change; the run's transaction stays usable to record the failure.
+                result = executor.execute(step_run)
             error = None
         except Exception as exc:  # classified by the RetryService; the stack trace goes to the debug log
             log.debug("run %s step %s raised", row.pk, step_run.step.index, exc_info=exc)
@@ -420,7 +420,9 @@ class ExecutionService:
                 move = run.step_succeeded(now, data)
             outcome = StepOutcome.SKIPPED if result.skipped else StepOutcome.SUCCEEDED
         else:
-            decision = self.retry.decide(error=attempt.error, attempt_number=attempt_number, overrides=step.retry)
+            decision = self.retry_service.decide(
+                error=attempt.error, attempt_number=attempt_number, overrides=step.retry
+            )
             error_category, error_details = decision.error.category.value, decision.error.message
             move = run.step_failed(now, error=error_details, category=error_category, retry_delay=decision.delay)
             will_retry = decision.will_retry and run.status is not ExecutionStatus.CANCELLED

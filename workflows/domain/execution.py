@@ -157,6 +157,7 @@ class Execution:
     last_error: str = ""
     last_error_category: str = ""
     context: dict[str, Any] = field(default_factory=dict)
+    context_changed: bool = False  # so a save writes the (growing) context only when a step added to it
 
     # --- starting ------------------------------------------------------------------
     @classmethod
@@ -167,6 +168,7 @@ class Execution:
             status=ExecutionStatus.QUEUED,
             step_count=step_count,
             context={"event": event, "trigger": dict(trigger_data), "steps": []},
+            context_changed=True,
         )
         return run, NextMove(MoveKind.RUN_STEP)
 
@@ -204,7 +206,7 @@ class Execution:
         if self.status is ExecutionStatus.CANCELLED:
             return NextMove.nothing()  # logged, but a cancelled run never moves again
         self._require_step_in_flight("finish a step of")
-        self.context.setdefault("steps", []).append(result)
+        self._add_result(result)
         self.current_step_index += 1
         self.retry_count = 0
         self.resume_at = None
@@ -233,7 +235,7 @@ class Execution:
     def begin_wait(self, now: datetime, until: datetime, result: dict[str, Any]) -> NextMove:
         """A wait step: the step itself is done at once; the run then waits until `until` before the next."""
         self._require(ExecutionStatus.ACTIVE, "wait in")
-        self.context.setdefault("steps", []).append(result)
+        self._add_result(result)
         self.current_step_index += 1
         self.retry_count = 0
         if until <= now:  # a date already past: nothing to wait for
@@ -299,6 +301,11 @@ class Execution:
         return NextMove(MoveKind.RUN_STEP)
 
     # --- helpers --------------------------------------------------------------------------
+    def _add_result(self, result: dict[str, Any]) -> None:
+        """What the step returned, for later steps' templates (`steps.N`)."""
+        self.context.setdefault("steps", []).append(result)
+        self.context_changed = True
+
     def _after_step(self, now: datetime) -> NextMove:
         if self.is_finished_with_steps:
             self._move(ExecutionStatus.COMPLETED, "complete")

@@ -216,13 +216,16 @@ class WorkflowExecution(models.Model):
             "completed_at": run.completed_at,
             "last_error": run.last_error,
             "last_error_category": run.last_error_category,
-            "context": run.context,
         }
         changed = []
         for name, value in values.items():
-            if name == "context" or getattr(self, name) != value:
+            if getattr(self, name) != value:
                 setattr(self, name, value)
                 changed.append(name)
+        if run.context_changed:
+            self.context = run.context
+            changed.append("context")
+            run.context_changed = False
         return changed
 
 

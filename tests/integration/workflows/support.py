@@ -80,6 +80,16 @@ def make_due(job_id) -> None:
     Job.objects.filter(pk=job_id).update(run_at="2000-01-01T00:00:00Z")
 
 
+def end_wait_now(execution_id) -> None:
+    """Bring a waiting run's resume_at (and the job due then) to now."""
+    from workflows.infrastructure.models import WorkflowExecution
+
+    past = "2000-01-01T00:00:00Z"
+    run = WorkflowExecution.objects.get(pk=execution_id)
+    WorkflowExecution.objects.filter(pk=execution_id).update(resume_at=past)
+    make_due(run.next_job_id)
+
+
 @dataclass
 class Received:
     method: str
