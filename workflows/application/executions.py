@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -32,17 +32,16 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from accounts.infrastructure.models import Account
 from contacts.infrastructure.models import Contact
 from jobs.application.context import JobContext
 from jobs.application.operations import cancel_pending_jobs
-from jobs.application.queue import enqueue
+from jobs.application.queue import JobSpec, enqueue, enqueue_many
 from jobs.domain.ids import uuid7
 from jobs.domain.retry import RetryPolicy
-from workflows.application.actions import CONTACT_FIELDS, ActionExecutor, ActionResult, StepRun, executor_for
+from workflows.application.actions import ActionExecutor, ActionResult, StepRun, executor_for
 from workflows.application.chain import caused_by, current_origin
 from workflows.application.definitions import LoadedVersion, load_version
 from workflows.application.errors import ContactNotFound, ExecutionNotFound, WorkflowNotFound
@@ -54,8 +53,6 @@ from workflows.domain.errors import (
     WorkflowValidationError,
 )
 from workflows.domain.execution import (
-    COUNTED_FOR_LIMIT,
-    UNFINISHED,
     Execution,
     ExecutionStatus,
     MoveKind,
@@ -71,12 +68,12 @@ from workflows.domain.triggers import (
     TAG_EVENTS,
     ChainOrigin,
     Reenrollment,
-    TriggerType,
     chain_refusal,
     enrollment_refusal,
 )
 from workflows.domain.workflow import Step, WorkflowStatus
-from workflows.infrastructure.models import ExecutionLog, TriggerSource, Workflow, WorkflowExecution
+from workflows.infrastructure.models import TriggerSource, WorkflowExecution
+from workflows.infrastructure.store import RUN_COLUMNS, RunRow, RunStore
 from workflows.infrastructure.templates import renderer as default_renderer
 
 log = logging.getLogger("relay.workflows")
@@ -85,6 +82,7 @@ STEP_HANDLER = "workflow_step"
 RESUME_HANDLER = "workflow_resume"
 MAX_TRIGGER_DATA_BYTES = 64 * 1024
 MAX_IDEMPOTENCY_KEY = 200
+MAX_BULK_START = 10_000
 
 
 def default_retry_service() -> RetryService:
@@ -102,6 +100,12 @@ def default_retry_service() -> RetryService:
 class RunStarted:
     execution: WorkflowExecution
     created: bool  # False: the idempotency key gave back the run it started before
+
+
+@dataclass(frozen=True)
+class BulkStarted:
+    execution_ids: list[UUID]  # the runs started, in the order of the contacts given
+    skipped: list[tuple[int, str]]  # (contact id, why it was not enrolled)
 
 
 @dataclass(frozen=True)
@@ -158,36 +162,40 @@ class ExecutionService:
         key = _check_idempotency_key(idempotency_key)
         if source not in TriggerSource.values:
             raise WorkflowValidationError.single("source", f"must be one of: {', '.join(TriggerSource.values)}")
+        store = RunStore()
         with transaction.atomic():
-            workflow = _workflow(workflow_id, account_id)
-            if not Contact.objects.filter(pk=contact_id, account_id=workflow.account_id).exists():
+            found = store.workflow(workflow_id, account_id) if isinstance(workflow_id, int) else None
+            if found is None:
+                raise WorkflowNotFound(workflow_id)
+            _, workflow_account, status, version_id = found
+            if not isinstance(contact_id, int) or not store.contact_in_account(contact_id, workflow_account):
                 raise ContactNotFound(contact_id)
-            limit = _lock_account(workflow.account_id)
+            limit = store.lock_account(workflow_account)
             if key is not None:
-                existing = WorkflowExecution.objects.filter(account_id=workflow.account_id, idempotency_key=key).first()
+                existing = store.run_by_idempotency_key(workflow_account, key)
                 if existing is not None:
-                    if existing.workflow_id != workflow.pk or existing.contact_id != contact_id:
+                    run_id, existing_workflow, existing_contact = existing
+                    if existing_workflow != workflow_id or existing_contact != contact_id:
                         raise IdempotencyConflict(
-                            f"idempotency key {key!r} was already used for run {existing.pk} "
-                            "of another workflow or contact"
+                            f"idempotency key {key!r} was already used for run {run_id} of another workflow or contact"
                         )
-                    return RunStarted(existing, created=False)
-            if workflow.status != WorkflowStatus.ACTIVE or workflow.current_version_id is None:
+                    return RunStarted(WorkflowExecution.objects.get(pk=run_id), created=False)
+            if status != WorkflowStatus.ACTIVE or version_id is None:
                 raise WorkflowNotActive(
-                    f"workflow {workflow.pk} is {workflow.status}; only an active (published) workflow takes new runs"
+                    f"workflow {workflow_id} is {status}; only an active (published) workflow takes new runs"
                 )
-            version = load_version(workflow.current_version_id)
+            version = load_version(version_id)
             origin = current_origin()
-            refusal = chain_refusal(origin, workflow_id=workflow.pk, max_depth=settings.WORKFLOW_MAX_CHAIN_DEPTH)
-            refusal = refusal or _enrollment_refusal(workflow.pk, contact_id, version.definition.reenrollment)
+            refusal = chain_refusal(origin, workflow_id=workflow_id, max_depth=settings.WORKFLOW_MAX_CHAIN_DEPTH)
+            refusal = refusal or _enrollment_refusal(store, workflow_id, contact_id, version.definition.reenrollment)
             if refusal:
                 raise EnrollmentRefused(refusal)
-            in_progress = _counted_runs(workflow.account_id)
+            in_progress = store.counted_runs(workflow_account)
             if in_progress >= limit:
                 raise ConcurrentExecutionLimitError(limit, in_progress)
             execution = self._create_run(
-                workflow_id=workflow.pk,
-                account_id=workflow.account_id,
+                store,
+                account_id=workflow_account,
                 version=version,
                 contact_id=contact_id,
                 trigger_data=data,
@@ -198,6 +206,84 @@ class ExecutionService:
                 started_by_id=started_by_id,
             )
         return RunStarted(execution, created=True)
+
+    def start_many(
+        self,
+        *,
+        workflow_id: int,
+        contact_ids: Sequence[int],
+        account_id: int | None = None,
+        trigger_data: Mapping[str, Any] | None = None,
+        source: str = TriggerSource.API,
+        started_by_id: int | None = None,
+    ) -> BulkStarted:
+        """Enroll many contacts at once (a list, a segment) in one transaction.
+
+        Contacts the re-enrollment rule keeps out are skipped and reported.
+        Against the account's limit it is all or nothing: if the runs to start
+        do not all fit, ConcurrentExecutionLimitError is raised and nothing is
+        stored. An unknown contact refuses the whole call.
+        """
+        ids = _check_contact_ids(contact_ids)
+        data = _check_trigger_data(trigger_data)
+        if source not in TriggerSource.values:
+            raise WorkflowValidationError.single("source", f"must be one of: {', '.join(TriggerSource.values)}")
+        store = RunStore()
+        with transaction.atomic():
+            found = store.workflow(workflow_id, account_id) if isinstance(workflow_id, int) else None
+            if found is None:
+                raise WorkflowNotFound(workflow_id)
+            _, workflow_account, status, version_id = found
+            present = store.contacts_in_account(ids, workflow_account)
+            unknown = [contact_id for contact_id in ids if contact_id not in present]
+            if unknown:
+                shown = ", ".join(str(c) for c in unknown[:20]) + (" ..." if len(unknown) > 20 else "")
+                raise WorkflowValidationError.single("contact_ids", f"no such contacts in this account: {shown}")
+            limit = store.lock_account(workflow_account)
+            if status != WorkflowStatus.ACTIVE or version_id is None:
+                raise WorkflowNotActive(
+                    f"workflow {workflow_id} is {status}; only an active (published) workflow takes new runs"
+                )
+            version = load_version(version_id)
+            origin = current_origin()
+            refusal = chain_refusal(origin, workflow_id=workflow_id, max_depth=settings.WORKFLOW_MAX_CHAIN_DEPTH)
+            if refusal:
+                raise EnrollmentRefused(refusal)
+            rule = version.definition.reenrollment
+            enrolled = store.enrollments(workflow_id, ids) if rule is not Reenrollment.ALWAYS else {}
+            eligible: list[int] = []
+            skipped: list[tuple[int, str]] = []
+            for contact_id in ids:
+                reason = None
+                if contact_id in enrolled:
+                    reason = enrollment_refusal(rule, has_unfinished_run=enrolled[contact_id], has_any_run=True)
+                if reason:
+                    skipped.append((contact_id, reason))
+                else:
+                    eligible.append(contact_id)
+            in_progress = store.counted_runs(workflow_account)
+            if in_progress + len(eligible) > limit:
+                raise ConcurrentExecutionLimitError(limit, in_progress)
+            rows, extras, specs = [], [], []
+            for contact_id in eligible:
+                run, _ = Execution.start(step_count=len(version.definition.steps), trigger_data=data)
+                row = _new_row(run, account_id=workflow_account, version=version, contact_id=contact_id, origin=origin)
+                rows.append(row)
+                extras.append(
+                    _extra(idempotency_key=None, source=source, event="", origin=origin, started_by_id=started_by_id)
+                )
+                specs.append(
+                    JobSpec(
+                        STEP_HANDLER,
+                        {"execution_id": str(row.id), "step_index": 0},
+                        queue=settings.WORKFLOW_QUEUE,
+                        account=workflow_account,
+                    )
+                )
+            for row, job_id in zip(rows, enqueue_many(specs), strict=True):
+                row.next_job_id = job_id
+            store.insert_runs(rows, extras)
+        return BulkStarted([row.id for row in rows], skipped)
 
     def record_event(
         self,
@@ -225,21 +311,12 @@ class ExecutionService:
         tag = payload.get("tag") if name in TAG_EVENTS else None
         # Joins the caller's transaction without a savepoint: events come from inside contact changes, on the
         # hot path of every tag and update step, and nothing here needs to be undone apart from the caller.
+        store = RunStore()
         with transaction.atomic(savepoint=False):
-            candidates = Workflow.objects.filter(
-                account_id=account_id,
-                status=WorkflowStatus.ACTIVE,
-                current_version__trigger_type=TriggerType.EVENT,
-                current_version__trigger_event=name,
-            )
-            if name in TAG_EVENTS:
-                candidates = candidates.filter(
-                    Q(current_version__trigger_tag="") | Q(current_version__trigger_tag=tag or "")
-                )
-            matches = list(candidates.order_by("id").values_list("id", "current_version_id"))
+            matches = store.event_candidates(account_id, name, tag if name in TAG_EVENTS else None)
             if not matches:
                 return EventOutcome([], [])
-            facts = Contact.objects.filter(pk=contact_id, account_id=account_id).values(*CONTACT_FIELDS).first()
+            facts = store.contact(contact_id, account_id)
             if facts is None:
                 raise ContactNotFound(contact_id)
             origin = current_origin()
@@ -255,11 +332,13 @@ class ExecutionService:
                 if not trigger.matches_contact(facts):
                     skipped.append(SkippedEnrollment(workflow_id, "the contact does not match the trigger's filter"))
                     continue
-                refusal = chain_refusal(origin, workflow_id=workflow_id, max_depth=settings.WORKFLOW_MAX_CHAIN_DEPTH)
                 if limit is None:  # lock the account once, before the first enrollment check
-                    limit = _lock_account(account_id)
-                    in_progress = _counted_runs(account_id)
-                refusal = refusal or _enrollment_refusal(workflow_id, contact_id, version.definition.reenrollment)
+                    limit = store.lock_account(account_id)
+                    in_progress = store.counted_runs(account_id)
+                refusal = chain_refusal(origin, workflow_id=workflow_id, max_depth=settings.WORKFLOW_MAX_CHAIN_DEPTH)
+                refusal = refusal or _enrollment_refusal(
+                    store, workflow_id, contact_id, version.definition.reenrollment
+                )
                 if refusal is None and in_progress >= limit:
                     refusal = str(ConcurrentExecutionLimitError(limit, in_progress))
                 if refusal:
@@ -270,7 +349,7 @@ class ExecutionService:
                     continue
                 started.append(
                     self._create_run(
-                        workflow_id=workflow_id,
+                        store,
                         account_id=account_id,
                         version=version,
                         contact_id=contact_id,
@@ -287,8 +366,8 @@ class ExecutionService:
 
     def _create_run(
         self,
+        store: RunStore,
         *,
-        workflow_id: int,
         account_id: int,
         version: LoadedVersion,
         contact_id: int,
@@ -300,33 +379,48 @@ class ExecutionService:
         started_by_id: int | None,
     ) -> WorkflowExecution:
         run, move = Execution.start(step_count=len(version.definition.steps), trigger_data=trigger_data, event=event)
-        row = WorkflowExecution(
-            id=uuid7(),
-            account_id=account_id,
-            workflow_id=workflow_id,
-            version_id=version.id,
-            contact_id=contact_id,
-            step_count=run.step_count,
-            idempotency_key=idempotency_key,
-            trigger_source=source,
-            trigger_event=event,
-            parent_id=origin.execution_id if origin else None,
-            depth=origin.depth + 1 if origin else 0,
-            created_by_id=started_by_id,
-        )
-        row.update_from_domain(run)
+        row = _new_row(run, account_id=account_id, version=version, contact_id=contact_id, origin=origin)
         self._enact(row, run, move)
-        row.save(force_insert=True)
-        return row
+        extra = _extra(
+            idempotency_key=idempotency_key, source=source, event=event, origin=origin, started_by_id=started_by_id
+        )
+        created_at = store.insert_run(row, **extra)
+        # The new run as a model instance for the caller, built from what was written (no read back).
+        execution = WorkflowExecution(
+            **{name: getattr(row, name) for name in RUN_COLUMNS}, **extra, created_at=created_at, updated_at=created_at
+        )
+        execution._state.adding = False
+        execution._state.db = store.using
+        return execution
 
     # --- the worker's side: the `workflow_step` and `workflow_resume` jobs ----------------------
     def run_step(self, *, execution_id: UUID | str, step_index: int, job: JobContext) -> None:
         """Carry out the run's current step (one attempt); see the module docstring for the transactions."""
         now = self.clock()
+        store = RunStore()
+        execution_id = _as_uuid(execution_id)
+        found = store.read_run_with_contact(execution_id)
+        if found is None or not _holds(found[0], job, step_index):
+            return  # a stale or duplicate job (or the run was erased): nothing to do
+        row, contact = found
+        version = load_version(row.version_id)
+        step = version.definition.steps[row.current_step_index]
+        executor = executor_for(step.action_type)
+        if executor.external:
+            # Fast path: mark the run ACTIVE by compare-and-set on what was read (one statement, committed
+            # before the outside world is touched). Anything unusual (paused, raced) takes the locked path.
+            run = row.to_domain()
+            if run.step_job_arrived() is StepGate.RUN:
+                read_status, attempt_number = row.status, run.attempt_number
+                run.begin_step(now)
+                if store.compare_and_set(row, row.apply(run), expected_status=read_status, job_id=job.id):
+                    self._carry_out_external(store, row, contact, version, step, attempt_number, now, job)
+                    return
         with transaction.atomic():
-            row = _locked_for_job(execution_id, job, step_index)
-            if row is None:
+            found = store.lock_run_with_contact(execution_id)
+            if found is None or not _holds(found[0], job, step_index):
                 return
+            row, contact = found
             run = row.to_domain()
             gate = run.step_job_arrived()
             if gate is StepGate.IGNORE:
@@ -334,44 +428,60 @@ class ExecutionService:
             if gate is StepGate.RELEASE:
                 run.release_step()
                 row.next_job_id = None
-                _save(row, run, "next_job_id")
+                store.update_run(row, [*row.apply(run), "next_job_id"])
                 job.mark_completed()
                 return
-            version = load_version(row.version_id)
-            step = version.definition.steps[row.current_step_index]
-            executor = executor_for(step.action_type)
             attempt_number = run.attempt_number
             run.begin_step(now)
-            step_run = self._step_run(row, version, step, now)
             if not executor.external:
-                attempt = self._attempt(executor, step_run, row, version)
-                self._record(row, run, step, attempt_number, attempt, now, job)
+                # Internal actions change only Relay's tables: inside this transaction, exactly once.
+                attempt = self._attempt(executor, self._step_run(row, contact, version, step, now), row, version)
+                self._record(store, row, run, step, attempt_number, attempt, now, job)
                 return
-            _save(row, run)  # ACTIVE is committed before the outside world is touched
-        attempt = self._attempt(executor, step_run, row, version)
+            store.update_run(row, row.apply(run))  # ACTIVE is committed before the outside world is touched
+        self._carry_out_external(store, row, contact, version, step, attempt_number, now, job)
+
+    def _carry_out_external(
+        self,
+        store: RunStore,
+        row: RunRow,
+        contact: dict[str, Any],
+        version: LoadedVersion,
+        step: Step,
+        attempt_number: int,
+        now: datetime,
+        job: JobContext,
+    ) -> None:
+        """The action, outside any transaction; then one transaction records it and queues what follows."""
+        attempt = self._attempt(
+            executor_for(step.action_type), self._step_run(row, contact, version, step, now), row, version
+        )
         with transaction.atomic():
-            row = _locked_for_job(execution_id, job, step_index)
-            if row is None:  # the run was erased meanwhile (its contact was deleted)
+            row = store.lock_run(row.id)
+            if row is None or not _holds(row, job, step.index):  # erased meanwhile (its contact was deleted)
                 return
-            self._record(row, row.to_domain(), step, attempt_number, attempt, now, job)
+            self._record(store, row, row.to_domain(), step, attempt_number, attempt, now, job)
 
     def end_wait(self, *, execution_id: UUID | str, job: JobContext) -> None:
         """resume_at came: the run goes on with its next step (or completes, if the wait was the last)."""
+        store = RunStore()
         with transaction.atomic():
-            row = _locked_for_job(execution_id, job, None)
-            if row is None:
+            row = store.lock_run(_as_uuid(execution_id))
+            if row is None or not _holds(row, job, None):
                 return
             run = row.to_domain()
             move = run.wait_over(self.clock())
             if move is None:
                 return
             self._enact(row, run, move)
-            _save(row, run, "next_job_id")
+            store.update_run(row, [*row.apply(run), "next_job_id"])
             job.mark_completed()
 
-    def _step_run(self, row: WorkflowExecution, version: LoadedVersion, step: Step, now: datetime) -> StepRun:
+    def _step_run(
+        self, row: RunRow, contact: dict[str, Any], version: LoadedVersion, step: Step, now: datetime
+    ) -> StepRun:
         return StepRun(
-            execution_id=row.pk,
+            execution_id=row.id,
             account_id=row.account_id,
             contact_id=row.contact_id,
             step=step,
@@ -380,12 +490,11 @@ class ExecutionService:
             context=row.context,
             now=now,
             renderer=self.renderer,
+            _contact=contact,
         )
 
-    def _attempt(
-        self, executor: ActionExecutor, step_run: StepRun, row: WorkflowExecution, version: LoadedVersion
-    ) -> _Attempt:
-        origin = ChainOrigin(execution_id=row.pk, workflow_id=version.workflow_id, depth=row.depth)
+    def _attempt(self, executor: ActionExecutor, step_run: StepRun, row: RunRow, version: LoadedVersion) -> _Attempt:
+        origin = ChainOrigin(execution_id=row.id, workflow_id=version.workflow_id, depth=row.depth)
         started = time.monotonic()
         try:
             with caused_by(origin):
@@ -394,13 +503,14 @@ class ExecutionService:
                 result = executor.execute(step_run)
             error = None
         except Exception as exc:  # classified by the RetryService; the stack trace goes to the debug log
-            log.debug("run %s step %s raised", row.pk, step_run.step.index, exc_info=exc)
+            log.debug("run %s step %s raised", row.id, step_run.step.index, exc_info=exc)
             result, error = None, exc
         return _Attempt(result, error, int((time.monotonic() - started) * 1000))
 
     def _record(
         self,
-        row: WorkflowExecution,
+        store: RunStore,
+        row: RunRow,
         run: Execution,
         step: Step,
         attempt_number: int,
@@ -435,7 +545,7 @@ class ExecutionService:
             log.log(
                 logging.INFO if decision.will_retry else logging.WARNING,
                 "run %s step %s (%s) attempt %s %s: %s (%s)",
-                row.pk,
+                row.id,
                 step.index,
                 step.action_type,
                 attempt_number,
@@ -444,23 +554,26 @@ class ExecutionService:
                 decision.reason,
             )
         self._enact(row, run, move)
-        _save(row, run, "next_job_id")
-        ExecutionLog.objects.create(
-            execution_id=row.pk,
-            step_index=step.index,
-            step_name=step.label,
-            action_type=step.action_type.value,
-            attempt_number=attempt_number,
-            outcome=outcome.value,
-            started_at=started_at,
-            duration_ms=attempt.duration_ms,
-            error_category=error_category,
-            error_details=error_details,
-            response_data=data,
+        store.record_step(
+            row,
+            [*row.apply(run), "next_job_id"],
+            {
+                "execution_id": row.id,
+                "step_index": step.index,
+                "step_name": step.label,
+                "action_type": step.action_type.value,
+                "attempt_number": attempt_number,
+                "outcome": outcome.value,
+                "started_at": started_at,
+                "duration_ms": attempt.duration_ms,
+                "error_category": error_category,
+                "error_details": error_details,
+                "response_data": data,
+            },
         )
         job.mark_completed()
 
-    def _enact(self, row: WorkflowExecution, run: Execution, move: NextMove) -> None:
+    def _enact(self, row: RunRow, run: Execution, move: NextMove) -> None:
         """Put the run's next move on the queue, in the caller's transaction; remember its job."""
         if move.kind is MoveKind.KEEP:
             return
@@ -469,59 +582,110 @@ class ExecutionService:
             return
         if move.kind is MoveKind.RUN_STEP:
             handler = STEP_HANDLER
-            payload: dict[str, Any] = {"execution_id": str(row.pk), "step_index": run.current_step_index}
+            payload: dict[str, Any] = {"execution_id": str(row.id), "step_index": run.current_step_index}
         else:
             handler = RESUME_HANDLER
-            payload = {"execution_id": str(row.pk)}
+            payload = {"execution_id": str(row.id)}
         job = enqueue(handler, payload, queue=settings.WORKFLOW_QUEUE, run_at=move.at, account=row.account_id)
         row.next_job_id = job.id
 
     # --- the operator's side ------------------------------------------------------------------
     def pause(self, *, execution_id: UUID | str, account_id: int | None = None) -> WorkflowExecution:
         """Stop the run where it is: its queued job is cancelled; a step in flight still finishes and is logged."""
-        with transaction.atomic():
-            row = _locked(execution_id, account_id)
-            run = row.to_domain()
+
+        def pause(row: RunRow, run: Execution) -> None:
             run.pause(self.clock())
             if run.paused_from is not ExecutionStatus.ACTIVE:
                 _cancel_next_job(row)
-            _save(row, run, "next_job_id")
-        return row
+
+        return self._operate(execution_id, account_id, pause)
 
     def resume(self, *, execution_id: UUID | str, account_id: int | None = None) -> WorkflowExecution:
         """Carry on: a wait whose time passed during the pause continues at once, else waits the remainder."""
-        with transaction.atomic():
-            row = _locked(execution_id, account_id)
-            run = row.to_domain()
-            move = run.resume(self.clock())
-            self._enact(row, run, move)
-            _save(row, run, "next_job_id")
-        return row
+        return self._operate(execution_id, account_id, lambda row, run: self._enact(row, run, run.resume(self.clock())))
 
     def cancel(self, *, execution_id: UUID | str, account_id: int | None = None) -> WorkflowExecution:
         """Stop the run for good; its queued job is cancelled and it never runs another step."""
-        with transaction.atomic():
-            row = _locked(execution_id, account_id)
-            run = row.to_domain()
+
+        def cancel(row: RunRow, run: Execution) -> None:
             in_flight = run.status is ExecutionStatus.ACTIVE or run.paused_from is ExecutionStatus.ACTIVE
             run.cancel(self.clock())
             if not in_flight:  # a step in flight keeps its job, so its outcome is still logged
                 _cancel_next_job(row)
-            _save(row, run, "next_job_id")
-        return row
+
+        return self._operate(execution_id, account_id, cancel)
 
     def retry(self, *, execution_id: UUID | str, account_id: int | None = None) -> WorkflowExecution:
         """A FAILED run starts again from the step that failed, with fresh attempts."""
+        return self._operate(execution_id, account_id, lambda row, run: self._enact(row, run, run.retry(self.clock())))
+
+    def _operate(
+        self, execution_id: UUID | str, account_id: int | None, change: Callable[[RunRow, Execution], None]
+    ) -> WorkflowExecution:
+        store = RunStore()
+        pk = _as_uuid(execution_id)
         with transaction.atomic():
-            row = _locked(execution_id, account_id)
+            row = store.lock_run(pk)
+            if row is None or (account_id is not None and row.account_id != account_id):
+                raise ExecutionNotFound(execution_id)
             run = row.to_domain()
-            move = run.retry(self.clock())
-            self._enact(row, run, move)
-            _save(row, run, "next_job_id")
-        return row
+            change(row, run)
+            store.update_run(row, [*row.apply(run), "next_job_id"])
+        return WorkflowExecution.objects.get(pk=pk)
 
 
 # --- helpers -----------------------------------------------------------------------------------
+def _new_row(
+    run: Execution, *, account_id: int, version: LoadedVersion, contact_id: int, origin: ChainOrigin | None
+) -> RunRow:
+    run.context_changed = False  # a new row is written whole
+    return RunRow(
+        id=uuid7(),
+        account_id=account_id,
+        workflow_id=version.workflow_id,
+        version_id=version.id,
+        contact_id=contact_id,
+        status=run.status.value,
+        current_step_index=run.current_step_index,
+        step_count=run.step_count,
+        retry_count=run.retry_count,
+        context=run.context,
+        resume_at=None,
+        paused_from="",
+        last_error="",
+        last_error_category="",
+        next_job_id=None,
+        depth=origin.depth + 1 if origin else 0,
+        started_at=None,
+        completed_at=None,
+    )
+
+
+def _extra(
+    *, idempotency_key: str | None, source: str, event: str, origin: ChainOrigin | None, started_by_id: int | None
+) -> dict[str, Any]:
+    """A new run's columns that the hot path never changes."""
+    return {
+        "idempotency_key": idempotency_key,
+        "trigger_source": source,
+        "trigger_event": event,
+        "parent_id": origin.execution_id if origin else None,
+        "created_by_id": started_by_id,
+    }
+
+
+def _check_contact_ids(contact_ids: Any) -> list[int]:
+    if isinstance(contact_ids, str | bytes) or not isinstance(contact_ids, Sequence):
+        raise WorkflowValidationError.single("contact_ids", "must be a list of contact ids")
+    if not contact_ids:
+        raise WorkflowValidationError.single("contact_ids", "must not be empty")
+    if len(contact_ids) > MAX_BULK_START:
+        raise WorkflowValidationError.single("contact_ids", f"must have at most {MAX_BULK_START:,} ids")
+    if any(isinstance(c, bool) or not isinstance(c, int) for c in contact_ids):
+        raise WorkflowValidationError.single("contact_ids", "must hold whole numbers")
+    return list(dict.fromkeys(contact_ids))  # each contact once, in the order given
+
+
 def _check_trigger_data(data: Mapping[str, Any] | None, path: str = "trigger_data") -> dict[str, Any]:
     if data is None:
         return {}
@@ -546,39 +710,11 @@ def _check_idempotency_key(key: str | None) -> str | None:
     return key
 
 
-def _workflow(workflow_id: int, account_id: int | None) -> Workflow:
-    query = Workflow.objects.only("id", "account_id", "status", "current_version_id")
-    if account_id is not None:
-        query = query.filter(account_id=account_id)
-    try:
-        return query.get(pk=workflow_id)
-    except (Workflow.DoesNotExist, ValueError, TypeError):
-        raise WorkflowNotFound(workflow_id) from None
-
-
-def _lock_account(account_id: int) -> int:
-    """Lock the account row: starts for one account are serialized, so the limit and re-enrollment are exact."""
-    return (
-        Account.objects.select_for_update()
-        .filter(pk=account_id)
-        .values_list("max_concurrent_executions", flat=True)
-        .get()
-    )
-
-
-def _counted_runs(account_id: int) -> int:
-    return WorkflowExecution.objects.filter(account_id=account_id, status__in=sorted(COUNTED_FOR_LIMIT)).count()
-
-
-def _enrollment_refusal(workflow_id: int, contact_id: int, rule: Reenrollment) -> str | None:
+def _enrollment_refusal(store: RunStore, workflow_id: int, contact_id: int, rule: Reenrollment) -> str | None:
     if rule is Reenrollment.ALWAYS:
         return None
-    runs = WorkflowExecution.objects.filter(workflow_id=workflow_id, contact_id=contact_id)
-    if rule is Reenrollment.NEVER:
-        return enrollment_refusal(rule, has_unfinished_run=False, has_any_run=runs.exists())
-    return enrollment_refusal(
-        rule, has_unfinished_run=runs.filter(status__in=sorted(UNFINISHED)).exists(), has_any_run=True
-    )
+    has_any, has_unfinished = store.enrollment(workflow_id, contact_id)
+    return enrollment_refusal(rule, has_unfinished_run=has_unfinished, has_any_run=has_any)
 
 
 def _as_uuid(execution_id: UUID | str) -> UUID:
@@ -588,32 +724,14 @@ def _as_uuid(execution_id: UUID | str) -> UUID:
         raise ExecutionNotFound(execution_id) from None
 
 
-def _locked(execution_id: UUID | str, account_id: int | None) -> WorkflowExecution:
-    query = WorkflowExecution.objects.select_for_update()
-    if account_id is not None:
-        query = query.filter(account_id=account_id)
-    row = query.filter(pk=_as_uuid(execution_id)).first()
-    if row is None:
-        raise ExecutionNotFound(execution_id)
-    return row
+def _holds(row: RunRow, job: JobContext, step_index: int | None) -> bool:
+    """Is this job the one allowed to move the run (and at this step)? Else it is stale or a duplicate."""
+    if row.next_job_id != job.id:
+        return False
+    return step_index is None or row.current_step_index == step_index
 
 
-def _locked_for_job(execution_id: UUID | str, job: JobContext, step_index: int | None) -> WorkflowExecution | None:
-    """The run, locked, if this job is the one allowed to move it (else None: a stale or duplicate job)."""
-    row = WorkflowExecution.objects.select_for_update().filter(pk=_as_uuid(execution_id)).first()
-    if row is None or row.next_job_id != job.id:
-        return None
-    if step_index is not None and row.current_step_index != step_index:
-        return None
-    return row
-
-
-def _cancel_next_job(row: WorkflowExecution) -> None:
+def _cancel_next_job(row: RunRow) -> None:
     if row.next_job_id is not None:
         cancel_pending_jobs(ids=[row.next_job_id])
         row.next_job_id = None
-
-
-def _save(row: WorkflowExecution, run: Execution, *extra: str) -> None:
-    fields = row.update_from_domain(run)
-    row.save(update_fields=[*fields, *extra, "updated_at"])

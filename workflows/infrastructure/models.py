@@ -8,7 +8,7 @@ from django.db.models import Q
 
 from jobs.domain.ids import uuid7
 from workflows.domain.actions import ActionType
-from workflows.domain.execution import COUNTED_FOR_LIMIT, Execution, ExecutionStatus, StepOutcome
+from workflows.domain.execution import COUNTED_FOR_LIMIT, ExecutionStatus, StepOutcome
 from workflows.domain.triggers import Reenrollment, TriggerType
 from workflows.domain.workflow import WorkflowStatus
 
@@ -131,7 +131,11 @@ _COUNTED = Q(status__in=sorted(COUNTED_FOR_LIMIT))
 
 
 class WorkflowExecution(models.Model):
-    """One run of one workflow version for one contact. `workflows.domain.execution.Execution` moves it."""
+    """One run of one workflow version for one contact.
+
+    `workflows.domain.execution.Execution` decides its moves; `workflows.infrastructure.store.RunRow` maps
+    this row to that entity and back on the hot path.
+    """
 
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+", db_index=False)
@@ -187,46 +191,6 @@ class WorkflowExecution(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.id} ({self.status})"
-
-    # --- domain mapping ---------------------------------------------------------------------
-    def to_domain(self) -> Execution:
-        return Execution(
-            status=ExecutionStatus(self.status),
-            step_count=self.step_count,
-            current_step_index=self.current_step_index,
-            retry_count=self.retry_count,
-            resume_at=self.resume_at,
-            paused_from=ExecutionStatus(self.paused_from) if self.paused_from else None,
-            started_at=self.started_at,
-            completed_at=self.completed_at,
-            last_error=self.last_error,
-            last_error_category=self.last_error_category,
-            context=self.context,
-        )
-
-    def update_from_domain(self, run: Execution) -> list[str]:
-        """Copy the entity's state onto the row; returns the changed fields for save(update_fields=...)."""
-        values = {
-            "status": run.status.value,
-            "current_step_index": run.current_step_index,
-            "retry_count": run.retry_count,
-            "resume_at": run.resume_at,
-            "paused_from": run.paused_from.value if run.paused_from else "",
-            "started_at": run.started_at,
-            "completed_at": run.completed_at,
-            "last_error": run.last_error,
-            "last_error_category": run.last_error_category,
-        }
-        changed = []
-        for name, value in values.items():
-            if getattr(self, name) != value:
-                setattr(self, name, value)
-                changed.append(name)
-        if run.context_changed:
-            self.context = run.context
-            changed.append("context")
-            run.context_changed = False
-        return changed
 
 
 class ExecutionLog(models.Model):

@@ -1,0 +1,291 @@
+#!/usr/bin/env python
+"""Workflow throughput: N runs of a three-step workflow carried out by real workers on PostgreSQL.
+
+The workflow: add a tag, update a custom field, call a webhook on a local
+HTTP server that answers at once. The script creates its own database
+(`relay_bench_workflows` by default) and tables (migrate), starts the
+webhook server and two `runworker` processes, waits for a short warm-up,
+then starts N runs one by one through ExecutionService.start (each its own
+transaction, as API calls would) while the workers carry them out. It
+reports runs/s and steps/s (from the first start to the last completion),
+p50/p99 of trigger-to-COMPLETED, then stops the workers and drops the
+database.
+
+    .venv/bin/python bench/workflow_throughput.py [--runs 2000] [--workers 2] [--concurrency 4]
+
+BENCH_DATABASE_URL overrides the database (it is dropped and created again).
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/relay_bench_workflows"
+
+
+def serve_webhooks(port_queue) -> None:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            self.rfile.read(length)
+            body = b'{"ok":true}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    port_queue.put(server.server_address[1])
+    server.serve_forever()
+
+
+def recreate_database(url: str) -> None:
+    import psycopg
+
+    parts = urlsplit(url)
+    name = parts.path.lstrip("/")
+    admin = parts._replace(path="/postgres").geturl()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def drop_database(url: str) -> None:
+    import psycopg
+
+    parts = urlsplit(url)
+    admin = parts._replace(path="/postgres").geturl()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{parts.path.lstrip("/")}" WITH (FORCE)')
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of one process (Linux /proc), 0 if it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_snapshot(groups: dict[str, list[int]]) -> dict[str, float]:
+    return {name: sum(cpu_seconds(pid) for pid in pids) for name, pids in groups.items()}
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=2000)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--concurrency", type=int, default=4, help="executor threads per worker")
+    parser.add_argument("--warmup", type=int, default=50)
+    parser.add_argument(
+        "--trigger",
+        choices=["single", "bulk"],
+        default="single",
+        help="single: one ExecutionService.start (one transaction) per run, as API calls; "
+        "bulk: ExecutionService.start_many in batches (enrolling a list)",
+    )
+    parser.add_argument("--batch", type=int, default=200, help="runs per start_many call with --trigger bulk")
+    parser.add_argument("--keep-db", action="store_true", help="do not drop the database at the end")
+    args = parser.parse_args()
+
+    url = os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL)
+    ports = multiprocessing.get_context("fork").Queue()
+    server = multiprocessing.get_context("fork").Process(target=serve_webhooks, args=(ports,), daemon=True)
+    server.start()
+    webhook_url = f"http://127.0.0.1:{ports.get(timeout=10)}/hook"
+
+    recreate_database(url)
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "DEBUG": "false",
+        "SECRET_KEY": "bench-only-secret-key",
+        "LOG_LEVEL": "WARNING",  # the worker logs every job at INFO; a benchmark measures the work, not the log
+        "WEBHOOK_ALLOWED_HOSTS": "127.0.0.1",
+        "JOB_POLL_INTERVAL": "0.2",
+        "PYTHONUNBUFFERED": "1",
+    }
+    os.environ.update(
+        {k: env[k] for k in ("DATABASE_URL", "DEBUG", "SECRET_KEY", "LOG_LEVEL", "WEBHOOK_ALLOWED_HOSTS")}
+    )
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+    from django.db import connection
+
+    from accounts.models import Account
+    from contacts.models import Contact
+    from workflows.application.executions import ExecutionService
+    from workflows.application.workflows import WorkflowService
+    from workflows.models import ExecutionLog, WorkflowExecution
+
+    total = args.runs + args.warmup
+    account = Account.objects.create(
+        name="Bench", slug="bench", max_concurrent_executions=total + 100, max_concurrent_jobs=1000
+    )
+    Contact.objects.bulk_create(
+        Contact(account=account, email=f"c{i}@example.com", first_name=f"C{i}") for i in range(total)
+    )
+    contacts = list(Contact.objects.filter(account=account).order_by("id").values_list("id", flat=True))
+    workflows = WorkflowService()
+    workflow = workflows.create(
+        account_id=account.pk,
+        name="Bench: tag, update, webhook",
+        trigger={"type": "api"},
+        reenrollment="always",
+        steps=[
+            {"name": "Tag", "action_type": "add_tag", "config": {"tag": "bench"}},
+            {
+                "name": "Score",
+                "action_type": "update_contact",
+                "config": {"custom_fields": {"score": "{{ trigger.i }}"}},
+            },
+            {"name": "Notify", "action_type": "webhook", "config": {"url": webhook_url}},
+        ],
+    )
+    workflows.publish(workflow_id=workflow.pk)
+
+    workers = [
+        subprocess.Popen(
+            [sys.executable, str(ROOT / "manage.py"), "runworker", "--concurrency", str(args.concurrency)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL if not os.environ.get("BENCH_WORKER_OUTPUT") else None,
+            stderr=subprocess.STDOUT if not os.environ.get("BENCH_WORKER_OUTPUT") else None,
+            start_new_session=True,
+        )
+        for _ in range(args.workers)
+    ]
+    service = ExecutionService()
+    try:
+        # Warm-up: workers connect, import, and cache the version.
+        for contact_id in contacts[: args.warmup]:
+            service.start(workflow_id=workflow.pk, contact_id=contact_id, trigger_data={"i": -1})
+        wait_for(lambda: WorkflowExecution.objects.filter(status="completed").count() >= args.warmup, 60)
+
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
+            backends = [pid for (pid,) in cursor.fetchall()]
+        groups = {
+            "workers": [w.pid for w in workers],
+            "PostgreSQL (this database's backends)": backends,
+            "trigger (this process)": [os.getpid()],
+            "webhook server": [server.pid],
+        }
+        cpu_before = cpu_snapshot(groups)
+        measured = contacts[args.warmup :]
+        started = time.time()
+        if args.trigger == "single":
+            for i, contact_id in enumerate(measured):
+                service.start(workflow_id=workflow.pk, contact_id=contact_id, trigger_data={"i": i})
+        else:
+            for start in range(0, len(measured), args.batch):
+                batch = measured[start : start + args.batch]
+                service.start_many(workflow_id=workflow.pk, contact_ids=batch, trigger_data={"i": start})
+        triggered = time.time()
+        done = wait_for(
+            lambda: WorkflowExecution.objects.filter(status__in=["completed", "failed"]).count() >= total, 600
+        )
+        finished = time.time()
+        cpu_after = cpu_snapshot(groups)
+        if not done:
+            print("timed out waiting for the runs to finish", file=sys.stderr)
+
+        rows = list(
+            WorkflowExecution.objects.filter(contact_id__in=measured).values_list(
+                "status", "created_at", "completed_at"
+            )
+        )
+        completed = [(c, e) for status, c, e in rows if status == "completed" and e]
+        latencies = [(e - c).total_seconds() * 1000 for c, e in completed]
+        first = min(c for _, c, _ in rows)
+        last = max(e for _, e in completed)
+        span = (last - first).total_seconds()
+        logs = ExecutionLog.objects.filter(execution__contact_id__in=measured).count()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM jobs_job WHERE status <> 'completed'")
+            unfinished_jobs = cursor.fetchone()[0]
+
+        print()
+        print(f"Workflow throughput: {args.runs} runs x 3 steps (add_tag, update_contact, webhook)")
+        cores = os.cpu_count()
+        print(f"  {args.workers} runworker processes x {args.concurrency} executor threads, PostgreSQL, {cores} cores")
+        print(f"  completed runs      {len(completed)} / {args.runs}   (failed or stuck: {args.runs - len(completed)})")
+        print(f"  step log rows       {logs} (expected {3 * args.runs})   unfinished jobs: {unfinished_jobs}")
+        how = "one transaction each" if args.trigger == "single" else f"start_many, {args.batch} per transaction"
+        print(f"  trigger rate        {args.runs / (triggered - started):.0f} starts/s ({how})")
+        print(f"  runs/s              {len(completed) / span:.0f}   (first start to last completion: {span:.2f} s)")
+        print(f"  steps/s             {3 * len(completed) / span:.0f}")
+        p50, p99 = statistics.median(latencies), percentile(latencies, 0.99)
+        print(f"  trigger->COMPLETED  p50 {p50:.0f} ms   p99 {p99:.0f} ms")
+        print(f"  wall time waiting   {finished - started:.2f} s")
+        print("  CPU per run, by process group (ms):")
+        for name in groups:
+            used = cpu_after[name] - cpu_before[name]
+            print(f"    {name:40s} {1000 * used / args.runs:6.2f}")
+        print(
+            f"    {'all of the above':40s} {1000 * sum(cpu_after[n] - cpu_before[n] for n in groups) / args.runs:6.2f}"
+        )
+        print()
+        print(
+            "Rerun: .venv/bin/python bench/workflow_throughput.py "
+            f"--runs {args.runs} --workers {args.workers} --concurrency {args.concurrency} --trigger {args.trigger}"
+            + (f" --batch {args.batch}" if args.trigger == "bulk" else "")
+        )
+        return 0 if len(completed) == args.runs else 1
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                os.killpg(worker.pid, signal.SIGTERM)
+        for worker in workers:
+            try:
+                worker.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(worker.pid, signal.SIGKILL)
+        server.terminate()
+        connection.close()
+        if not args.keep_db:
+            drop_database(url)
+
+
+def wait_for(predicate, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,390 @@
+"""The statements a run's hot path runs, as plain SQL in one module (as the queue keeps its own).
+
+Starting a run and carrying out a step happen thousands of times a second;
+building ORM queries and model objects for each would cost more CPU than the
+work itself. These functions read and write plain rows; `RunRow` maps a run
+row to the domain entity and back. The ORM models stay the schema and serve
+the admin, the API and the selectors.
+
+The SQL is the same on PostgreSQL and SQLite except for row locks: SQLite
+has a single writer (BEGIN IMMEDIATE), so `FOR UPDATE` is left out there.
+Values are prepared by the model fields themselves (UUIDs, JSON, datetimes).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from django.db import connections
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from workflows.domain.execution import COUNTED_FOR_LIMIT, UNFINISHED, Execution, ExecutionStatus
+from workflows.infrastructure.models import ExecutionLog, WorkflowExecution
+
+RUN_TABLE = WorkflowExecution._meta.db_table
+LOG_TABLE = ExecutionLog._meta.db_table
+CONTACT_COLUMNS = (
+    "id",
+    "email",
+    "phone",
+    "first_name",
+    "last_name",
+    "tags",
+    "custom_fields",
+    "unsubscribed",
+    "sms_opted_out",
+)
+_COUNTED = tuple(sorted(s.value for s in COUNTED_FOR_LIMIT))
+_UNFINISHED = tuple(sorted(s.value for s in UNFINISHED))
+
+
+def _uuid(value: Any) -> UUID | None:
+    if value is None or isinstance(value, UUID):
+        return value
+    return UUID(str(value))
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def _contact(values: dict[str, Any]) -> dict[str, Any]:
+    values["tags"] = _json(values["tags"]) or []
+    values["custom_fields"] = _json(values["custom_fields"]) or {}
+    values["unsubscribed"] = bool(values["unsubscribed"])
+    values["sms_opted_out"] = bool(values["sms_opted_out"])
+    return values
+
+
+def _datetime(value: Any) -> datetime | None:
+    if value is None or isinstance(value, datetime):
+        return value if value is None or timezone.is_aware(value) else timezone.make_aware(value, UTC)
+    parsed = parse_datetime(str(value))  # SQLite stores text, in UTC
+    return timezone.make_aware(parsed, UTC) if parsed and timezone.is_naive(parsed) else parsed
+
+
+@dataclass(slots=True)
+class RunRow:
+    """The columns of a run the engine reads and writes on its hot path."""
+
+    id: UUID
+    account_id: int
+    workflow_id: int
+    version_id: UUID
+    contact_id: int
+    status: str
+    current_step_index: int
+    step_count: int
+    retry_count: int
+    context: dict[str, Any]
+    resume_at: datetime | None
+    paused_from: str
+    last_error: str
+    last_error_category: str
+    next_job_id: UUID | None
+    depth: int
+    started_at: datetime | None
+    completed_at: datetime | None
+
+    @classmethod
+    def from_db(cls, values: tuple) -> RunRow:
+        row = cls(*values)
+        row.id = _uuid(row.id)
+        row.version_id = _uuid(row.version_id)
+        row.next_job_id = _uuid(row.next_job_id)
+        row.context = _json(row.context) or {}
+        row.resume_at = _datetime(row.resume_at)
+        row.started_at = _datetime(row.started_at)
+        row.completed_at = _datetime(row.completed_at)
+        return row
+
+    def to_domain(self) -> Execution:
+        return Execution(
+            status=ExecutionStatus(self.status),
+            step_count=self.step_count,
+            current_step_index=self.current_step_index,
+            retry_count=self.retry_count,
+            resume_at=self.resume_at,
+            paused_from=ExecutionStatus(self.paused_from) if self.paused_from else None,
+            started_at=self.started_at,
+            completed_at=self.completed_at,
+            last_error=self.last_error,
+            last_error_category=self.last_error_category,
+            context=self.context,
+        )
+
+    def apply(self, run: Execution) -> list[str]:
+        """Copy the entity's state onto the row; returns the columns that changed."""
+        values = {
+            "status": run.status.value,
+            "current_step_index": run.current_step_index,
+            "retry_count": run.retry_count,
+            "resume_at": run.resume_at,
+            "paused_from": run.paused_from.value if run.paused_from else "",
+            "started_at": run.started_at,
+            "completed_at": run.completed_at,
+            "last_error": run.last_error,
+            "last_error_category": run.last_error_category,
+        }
+        changed = []
+        for name, value in values.items():
+            if getattr(self, name) != value:
+                setattr(self, name, value)
+                changed.append(name)
+        if run.context_changed:
+            self.context = run.context
+            changed.append("context")
+            run.context_changed = False
+        return changed
+
+
+RUN_COLUMNS = tuple(f.name for f in fields(RunRow))
+_RUN_SELECT = ", ".join(f"e.{WorkflowExecution._meta.get_field(c).column}" for c in RUN_COLUMNS)
+
+
+class RunStore:
+    """The hot path's statements for one database alias (the calling thread's connection)."""
+
+    def __init__(self, using: str = "default") -> None:
+        self.using = using
+
+    @property
+    def connection(self):
+        return connections[self.using]
+
+    @property
+    def _for_update(self) -> str:
+        return " FOR UPDATE" if self.connection.vendor == "postgresql" else ""
+
+    def _rows(self, sql: str, params: Any) -> list[tuple]:
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchall() if cursor.description else []
+
+    def _prep(self, model, name: str, value: Any) -> Any:
+        return model._meta.get_field(name).get_db_prep_save(value, self.connection)
+
+    # --- runs -------------------------------------------------------------------------------
+    def lock_run(self, execution_id: UUID) -> RunRow | None:
+        """The run's row, locked until the transaction ends."""
+        rows = self._rows(
+            f"SELECT {_RUN_SELECT} FROM {RUN_TABLE} e WHERE e.id = %s{self._for_update}",
+            [self._prep(WorkflowExecution, "id", execution_id)],
+        )
+        return RunRow.from_db(rows[0]) if rows else None
+
+    def lock_run_with_contact(self, execution_id: UUID) -> tuple[RunRow, dict[str, Any]] | None:
+        """The run's row (locked) and its contact as it is now (not locked), in one round trip."""
+        return self._run_with_contact(execution_id, lock=True)
+
+    def read_run_with_contact(self, execution_id: UUID) -> tuple[RunRow, dict[str, Any]] | None:
+        """The same, without a lock: for an optimistic compare_and_set."""
+        return self._run_with_contact(execution_id, lock=False)
+
+    def _run_with_contact(self, execution_id: UUID, *, lock: bool) -> tuple[RunRow, dict[str, Any]] | None:
+        contact_select = ", ".join(f"c.{name}" for name in CONTACT_COLUMNS)
+        suffix = " FOR UPDATE OF e" if lock and self._for_update else ""
+        rows = self._rows(
+            f"SELECT {_RUN_SELECT}, {contact_select} FROM {RUN_TABLE} e"
+            f" JOIN contacts_contact c ON c.id = e.contact_id WHERE e.id = %s{suffix}",
+            [self._prep(WorkflowExecution, "id", execution_id)],
+        )
+        if not rows:
+            return None
+        values = rows[0]
+        run = RunRow.from_db(values[: len(RUN_COLUMNS)])
+        return run, _contact(dict(zip(CONTACT_COLUMNS, values[len(RUN_COLUMNS) :], strict=True)))
+
+    def compare_and_set(self, row: RunRow, columns: list[str], *, expected_status: str, job_id: UUID) -> bool:
+        """Write `columns` only if the run is still as it was read (status, step, the job holding it)."""
+        assignments, params = self._assignments(row, columns)
+        params += [
+            self._prep(WorkflowExecution, "id", row.id),
+            expected_status,
+            row.current_step_index,
+            self._prep(WorkflowExecution, "next_job_id", job_id),
+        ]
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {RUN_TABLE} SET {assignments}"
+                " WHERE id = %s AND status = %s AND current_step_index = %s AND next_job_id = %s",
+                params,
+            )
+            return cursor.rowcount == 1
+
+    def record_step(self, row: RunRow, columns: list[str], log: dict[str, Any]) -> None:
+        """Save the run's move and insert the attempt's log row (one statement on PostgreSQL)."""
+        if self.connection.vendor != "postgresql":
+            self.update_run(row, columns)
+            self.insert_log(**log)
+            return
+        assignments, params = self._assignments(row, columns)
+        params.append(self._prep(WorkflowExecution, "id", row.id))
+        log_columns = [ExecutionLog._meta.get_field(name).column for name in log]
+        params += [self._prep(ExecutionLog, name, value) for name, value in log.items()]
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                f"WITH run AS (UPDATE {RUN_TABLE} SET {assignments} WHERE id = %s RETURNING id)"
+                f" INSERT INTO {LOG_TABLE} ({', '.join(log_columns)})"
+                f" SELECT {', '.join(['%s'] * len(log_columns))} FROM run",
+                params,
+            )
+
+    def _assignments(self, row: RunRow, columns: list[str]) -> tuple[str, list[Any]]:
+        names = [*columns, "updated_at"]
+        params = [self._prep(WorkflowExecution, name, getattr(row, name)) for name in columns]
+        params.append(self._prep(WorkflowExecution, "updated_at", timezone.now()))
+        return ", ".join(f"{WorkflowExecution._meta.get_field(n).column} = %s" for n in names), params
+
+    def update_run(self, row: RunRow, columns: list[str]) -> None:
+        assignments, params = self._assignments(row, columns)
+        params.append(self._prep(WorkflowExecution, "id", row.id))
+        with self.connection.cursor() as cursor:
+            cursor.execute(f"UPDATE {RUN_TABLE} SET {assignments} WHERE id = %s", params)
+
+    def insert_run(self, row: RunRow, **extra: Any) -> datetime:
+        """Insert a new run; `extra` holds the columns RunRow does not carry. Returns created_at."""
+        now = timezone.now()
+        values = {name: getattr(row, name) for name in RUN_COLUMNS}
+        values.update(extra, created_at=now, updated_at=now)
+        columns = [WorkflowExecution._meta.get_field(name).column for name in values]
+        params = [self._prep(WorkflowExecution, name, value) for name, value in values.items()]
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {RUN_TABLE} ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))})",
+                params,
+            )
+        return now
+
+    def insert_runs(self, rows: list[RunRow], extras: list[dict[str, Any]], chunk: int = 500) -> datetime:
+        """Insert many new runs in few statements; returns their created_at."""
+        now = timezone.now()
+        if not rows:
+            return now
+        names = [*RUN_COLUMNS, *extras[0], "created_at", "updated_at"]
+        columns = ", ".join(WorkflowExecution._meta.get_field(name).column for name in names)
+        fields_ = [WorkflowExecution._meta.get_field(name) for name in names]
+        placeholder = "(" + ", ".join(["%s"] * len(names)) + ")"
+        for start in range(0, len(rows), chunk):
+            params: list[Any] = []
+            part = list(zip(rows[start : start + chunk], extras[start : start + chunk], strict=True))
+            for row, extra in part:
+                values = [*(getattr(row, n) for n in RUN_COLUMNS), *extra.values(), now, now]
+                params += [f.get_db_prep_save(v, self.connection) for f, v in zip(fields_, values, strict=True)]
+            with self.connection.cursor() as cursor:
+                cursor.execute(
+                    f"INSERT INTO {RUN_TABLE} ({columns}) VALUES {', '.join([placeholder] * len(part))}", params
+                )
+        return now
+
+    def insert_log(self, **values: Any) -> None:
+        columns = [ExecutionLog._meta.get_field(name).column for name in values]
+        params = [self._prep(ExecutionLog, name, value) for name, value in values.items()]
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {LOG_TABLE} ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))})",
+                params,
+            )
+
+    # --- starting runs ------------------------------------------------------------------------
+    def workflow(self, workflow_id: int, account_id: int | None) -> tuple[int, int, str, UUID | None] | None:
+        """(id, account_id, status, current_version_id) of a workflow, within an account when given."""
+        sql = "SELECT id, account_id, status, current_version_id FROM workflows_workflow WHERE id = %s"
+        params: list[Any] = [workflow_id]
+        if account_id is not None:
+            sql += " AND account_id = %s"
+            params.append(account_id)
+        rows = self._rows(sql, params)
+        if not rows:
+            return None
+        wid, aid, status, version_id = rows[0]
+        return wid, aid, status, _uuid(version_id)
+
+    def contact_in_account(self, contact_id: int, account_id: int) -> bool:
+        sql = "SELECT 1 FROM contacts_contact WHERE id = %s AND account_id = %s"
+        return bool(self._rows(sql, [contact_id, account_id]))
+
+    def contact(self, contact_id: int, account_id: int) -> dict[str, Any] | None:
+        rows = self._rows(
+            f"SELECT {', '.join(CONTACT_COLUMNS)} FROM contacts_contact WHERE id = %s AND account_id = %s",
+            [contact_id, account_id],
+        )
+        return _contact(dict(zip(CONTACT_COLUMNS, rows[0], strict=True))) if rows else None
+
+    def contacts_in_account(self, contact_ids: list[int], account_id: int) -> set[int]:
+        found: set[int] = set()
+        for start in range(0, len(contact_ids), 1000):
+            part = contact_ids[start : start + 1000]
+            rows = self._rows(
+                f"SELECT id FROM contacts_contact WHERE account_id = %s AND id IN ({', '.join(['%s'] * len(part))})",
+                [account_id, *part],
+            )
+            found.update(contact_id for (contact_id,) in rows)
+        return found
+
+    def enrollments(self, workflow_id: int, contact_ids: list[int]) -> dict[int, bool]:
+        """For the contacts that have runs of this workflow: whether one of them is unfinished."""
+        placeholders = ", ".join(["%s"] * len(_UNFINISHED))
+        result: dict[int, bool] = {}
+        for start in range(0, len(contact_ids), 1000):
+            part = contact_ids[start : start + 1000]
+            rows = self._rows(
+                f"SELECT contact_id, max(CASE WHEN status IN ({placeholders}) THEN 1 ELSE 0 END) FROM {RUN_TABLE}"
+                f" WHERE workflow_id = %s AND contact_id IN ({', '.join(['%s'] * len(part))}) GROUP BY contact_id",
+                [*_UNFINISHED, workflow_id, *part],
+            )
+            result.update((contact_id, bool(unfinished)) for contact_id, unfinished in rows)
+        return result
+
+    def lock_account(self, account_id: int) -> int:
+        """Lock the account row (starts for one account are serialized); returns max_concurrent_executions."""
+        rows = self._rows(
+            f"SELECT max_concurrent_executions FROM accounts_account WHERE id = %s{self._for_update}", [account_id]
+        )
+        return rows[0][0]
+
+    def counted_runs(self, account_id: int) -> int:
+        """Runs QUEUED or ACTIVE: what max_concurrent_executions limits."""
+        placeholders = ", ".join(["%s"] * len(_COUNTED))
+        return self._rows(
+            f"SELECT count(*) FROM {RUN_TABLE} WHERE account_id = %s AND status IN ({placeholders})",
+            [account_id, *_COUNTED],
+        )[0][0]
+
+    def enrollment(self, workflow_id: int, contact_id: int) -> tuple[bool, bool]:
+        """(has any run, has an unfinished run) of this workflow for this contact."""
+        placeholders = ", ".join(["%s"] * len(_UNFINISHED))
+        rows = self._rows(
+            f"SELECT status IN ({placeholders}) FROM {RUN_TABLE} WHERE workflow_id = %s AND contact_id = %s"
+            f" ORDER BY status IN ({placeholders}) DESC LIMIT 1",
+            [*_UNFINISHED, workflow_id, contact_id, *_UNFINISHED],
+        )
+        if not rows:
+            return False, False
+        return True, bool(rows[0][0])
+
+    def run_by_idempotency_key(self, account_id: int, key: str) -> tuple[UUID, int, int] | None:
+        """(id, workflow_id, contact_id) of the account's run holding `key`."""
+        rows = self._rows(
+            f"SELECT id, workflow_id, contact_id FROM {RUN_TABLE} WHERE account_id = %s AND idempotency_key = %s",
+            [account_id, key],
+        )
+        return (_uuid(rows[0][0]), rows[0][1], rows[0][2]) if rows else None
+
+    def event_candidates(self, account_id: int, name: str, tag: str | None) -> list[tuple[int, UUID]]:
+        """(workflow id, current version id) of the account's active workflows triggered by this event."""
+        sql = (
+            "SELECT w.id, w.current_version_id FROM workflows_workflow w"
+            " JOIN workflows_workflowversion v ON v.id = w.current_version_id"
+            " WHERE w.account_id = %s AND w.status = 'active' AND v.trigger_type = 'event' AND v.trigger_event = %s"
+        )
+        params: list[Any] = [account_id, name]
+        if tag is not None:
+            sql += " AND (v.trigger_tag = '' OR v.trigger_tag = %s)"
+            params.append(tag)
+        return [(wid, _uuid(vid)) for wid, vid in self._rows(sql + " ORDER BY w.id", params)]
