@@ -3,8 +3,10 @@
 The worker never builds ORM objects: it claims, acknowledges, fails and
 releases jobs through these functions, in batches. There is one dialect per
 database: PostgreSQL in production (FOR UPDATE SKIP LOCKED, LISTEN/NOTIFY,
-the database clock) and SQLite for a laptop (a conditional UPDATE under
-SQLite's single writer lock, the host clock).
+the database clock, so workers on many hosts agree on leases) and SQLite for
+a laptop (a conditional UPDATE under SQLite's single writer lock, the host
+clock). PostgreSQL's clock is read with statement_timestamp(), not now(),
+which would be frozen at the start of a caller's long transaction.
 
 Every write that finishes an attempt is a compare-and-set on
 (id, attempt_number, worker_id, status = running): a worker that lost its
@@ -119,7 +121,7 @@ class PostgresJobStore(JobStore):
             INSERT INTO jobs_job (id, queue, handler, payload, status, priority, run_at, created_at,
                                   attempt_number, max_attempts, account_id, created_by_id, unique_key,
                                   error_message, worker_id)
-            SELECT n.id, n.queue, n.handler, n.payload, 'pending', n.priority, coalesce(n.run_at, now()), now(),
+            SELECT n.id, n.queue, n.handler, n.payload, 'pending', n.priority, coalesce(n.run_at, statement_timestamp()), statement_timestamp(),
                    0, n.max_attempts, n.account_id, n.created_by_id, n.unique_key, '', ''
             FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::jsonb[], %s::int[], %s::timestamptz[],
                         %s::int[], %s::bigint[], %s::int[], %s::text[])
@@ -130,7 +132,7 @@ class PostgresJobStore(JobStore):
         ),
         woken AS (
             SELECT pg_notify('relay_jobs', queue || ' ' || count(*)) FROM ins
-            WHERE run_at <= now() GROUP BY queue
+            WHERE run_at <= statement_timestamp() GROUP BY queue
         )
         SELECT id, (SELECT count(*) FROM woken) FROM ins
     """
@@ -150,7 +152,7 @@ class PostgresJobStore(JobStore):
             SELECT j.id, j.account_id, j.priority, j.run_at
             FROM jobs_job j
             WHERE j.status IN ('pending', 'retrying')
-              AND j.run_at <= now()
+              AND j.run_at <= statement_timestamp()
               {queue_filter}
               AND NOT EXISTS (SELECT 1 FROM room WHERE room.account_id = j.account_id AND room.free <= 0)
             ORDER BY j.priority, j.run_at, j.id
@@ -167,8 +169,8 @@ class PostgresJobStore(JobStore):
             WHERE c.account_id IS NULL OR c.nth <= coalesce(room.free, a.max_concurrent_jobs)
         )
         UPDATE jobs_job j
-        SET status = 'running', attempt_number = j.attempt_number + 1, started_at = now(),
-            lease_expires_at = now() + make_interval(secs => %(lease)s), worker_id = %(worker)s
+        SET status = 'running', attempt_number = j.attempt_number + 1, started_at = statement_timestamp(),
+            lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s), worker_id = %(worker)s
         FROM chosen
         WHERE j.id = chosen.id
         RETURNING j.id, j.handler, j.payload::text, j.attempt_number, j.max_attempts, j.account_id,
@@ -187,10 +189,10 @@ class PostgresJobStore(JobStore):
 
     FAIL = """
         UPDATE jobs_job
-        SET status = %(status)s, error_message = %(error)s, failed_at = now(),
+        SET status = %(status)s, error_message = %(error)s, failed_at = statement_timestamp(),
             started_at = to_timestamp(%(started)s),
             run_at = CASE WHEN %(delay)s::float8 IS NULL THEN run_at
-                          ELSE now() + make_interval(secs => %(delay)s::float8) END,
+                          ELSE statement_timestamp() + make_interval(secs => %(delay)s::float8) END,
             retry_delay_seconds = coalesce(%(delay)s::float8, retry_delay_seconds),
             lease_expires_at = NULL
         WHERE id = %(id)s AND attempt_number = %(attempt)s AND status = 'running' AND worker_id = %(worker)s
@@ -206,10 +208,10 @@ class PostgresJobStore(JobStore):
     RESCUE = """
         UPDATE jobs_job
         SET status = CASE WHEN attempt_number >= max_attempts THEN 'dead' ELSE 'pending' END,
-            failed_at = now(), lease_expires_at = NULL,
+            failed_at = statement_timestamp(), lease_expires_at = NULL,
             error_message = 'LeaseExpired: worker ' || worker_id
                             || ' stopped before finishing attempt ' || attempt_number
-        WHERE status = 'running' AND lease_expires_at < now()
+        WHERE status = 'running' AND lease_expires_at < statement_timestamp()
         RETURNING id, status, queue
     """
 
