@@ -121,8 +121,9 @@ class PostgresJobStore(JobStore):
             INSERT INTO jobs_job (id, queue, handler, payload, status, priority, run_at, created_at,
                                   attempt_number, max_attempts, account_id, created_by_id, unique_key,
                                   error_message, worker_id)
-            SELECT n.id, n.queue, n.handler, n.payload, 'pending', n.priority, coalesce(n.run_at, statement_timestamp()), statement_timestamp(),
-                   0, n.max_attempts, n.account_id, n.created_by_id, n.unique_key, '', ''
+            SELECT n.id, n.queue, n.handler, n.payload, 'pending', n.priority,
+                   coalesce(n.run_at, statement_timestamp()), statement_timestamp(), 0, n.max_attempts,
+                   n.account_id, n.created_by_id, n.unique_key, '', ''
             FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::jsonb[], %s::int[], %s::timestamptz[],
                         %s::int[], %s::bigint[], %s::int[], %s::text[])
                  AS n(id, queue, handler, payload, priority, run_at, max_attempts, account_id,

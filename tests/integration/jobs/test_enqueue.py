@@ -166,4 +166,3 @@ def test_bulk_enqueue_of_thousands_is_one_statement_per_chunk(django_assert_max_
     with django_assert_max_num_queries(1):
         enqueue_many([JobSpec("noop") for _ in range(3000)])
     assert Job.objects.count() == 3000
-

@@ -65,7 +65,7 @@ def test_completion_is_refused_for_a_worker_that_does_not_hold_the_job(store):
 
 def test_a_rescued_job_cannot_be_completed_or_failed_by_its_old_worker(store):
     job = enqueue("noop", {})
-    (claimed,) = store.claim("old", None, 1, LEASE)
+    store.claim("old", None, 1, LEASE)
     Job.objects.filter(pk=job.pk).update(lease_expires_at=timezone.now() - dt.timedelta(seconds=1))
     assert [(r[0], r[1]) for r in store.rescue_expired()] == [(job.pk, "pending")]
     (again,) = store.claim("new", None, 1, LEASE)

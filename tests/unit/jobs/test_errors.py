@@ -1,7 +1,5 @@
 """Errors are classified in one place and stored as `Type: message`, redacted and bounded."""
 
-import socket
-
 import pytest
 
 from jobs.domain.errors import (
@@ -26,7 +24,7 @@ from jobs.domain.errors import (
     [
         (TimeoutFailure("t"), ErrorCategory.TIMEOUT, True),
         (TimeoutError("t"), ErrorCategory.TIMEOUT, True),
-        (socket.timeout("t"), ErrorCategory.TIMEOUT, True),
+        (TimeoutError(110, "Connection timed out"), ErrorCategory.TIMEOUT, True),
         (RateLimited("r", retry_after=3), ErrorCategory.RATE_LIMIT, True),
         (ServerFailure("503"), ErrorCategory.SERVER_ERROR, True),
         (NetworkFailure("reset"), ErrorCategory.NETWORK, True),
@@ -87,7 +85,10 @@ def test_stored_form_is_cut_at_1000_characters():
         ("GET https://api.example.com/v1/hook?token=SECRET failed", "GET https://api.example.com failed"),
         ("to http://user:SECRET@hooks.example.com:8443/p/a/t/h", "to http://hooks.example.com:8443"),
         ("'https://h.example.com/x#frag' refused", "'https://h.example.com' refused"),
-        ("see ftp://files.example.com/a and https://b.example.com/c", "see ftp://files.example.com and https://b.example.com"),
+        (
+            "see ftp://files.example.com/a and https://b.example.com/c",
+            "see ftp://files.example.com and https://b.example.com",
+        ),
         ("no url here", "no url here"),
         ("http://[::1]:8080/secret/path", "http://[::1]:8080"),
     ],
@@ -97,7 +98,9 @@ def test_urls_are_cut_to_scheme_and_host(text, expected):
 
 
 def test_a_token_in_a_url_never_reaches_the_stored_error():
-    exc = ConnectionError("HTTPSConnectionPool(host='h.example.com'): Max retries with url: https://h.example.com/hook/CANARY-123?key=CANARY-456")
+    exc = ConnectionError(
+        "HTTPSConnectionPool(host='h.example.com'): Max retries with url: https://h.example.com/hook/CANARY-123?key=CANARY-456"
+    )
     stored = format_error(exc)
     assert "CANARY" not in stored
     assert stored.startswith("ConnectionError: ")

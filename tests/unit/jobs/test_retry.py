@@ -49,16 +49,16 @@ def test_retry_number_starts_at_one():
 
 
 @pytest.mark.parametrize(
-    "kwargs",
+    ("kwargs", "reason"),
     [
-        {"max_attempts": 0, "base_delay": 1, "max_delay": 1},
-        {"max_attempts": 1, "base_delay": -1, "max_delay": 1},
-        {"max_attempts": 1, "base_delay": 1, "max_delay": 1, "jitter": 1.5},
-        {"max_attempts": 1, "base_delay": 1, "max_delay": 1, "factor": 0.5},
+        ({"max_attempts": 0, "base_delay": 1, "max_delay": 1}, "max_attempts"),
+        ({"max_attempts": 1, "base_delay": -1, "max_delay": 1}, "delays"),
+        ({"max_attempts": 1, "base_delay": 1, "max_delay": 1, "jitter": 1.5}, "jitter"),
+        ({"max_attempts": 1, "base_delay": 1, "max_delay": 1, "factor": 0.5}, "factor"),
     ],
 )
-def test_nonsense_policies_are_refused(kwargs):
-    with pytest.raises(ValueError):
+def test_nonsense_policies_are_refused(kwargs, reason):
+    with pytest.raises(ValueError, match=reason):
         RetryPolicy(**kwargs)
 
 
