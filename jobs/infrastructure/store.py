@@ -27,9 +27,6 @@ from django.db import connections, transaction
 from django.utils import timezone
 
 NOTIFY_CHANNEL = "relay_jobs"
-# pg_advisory_xact_lock key that serializes claims, so per-account running
-# counts are exact across workers ("relay" in ASCII).
-CLAIM_LOCK_KEY = 0x72656C6179
 
 
 @dataclass(slots=True)
@@ -138,46 +135,6 @@ class PostgresJobStore(JobStore):
         SELECT id, (SELECT count(*) FROM woken) FROM ins
     """
 
-    CLAIM = """
-        WITH running AS (
-            SELECT r.account_id, count(*) AS n
-            FROM jobs_job r
-            WHERE r.status = 'running' AND r.account_id IS NOT NULL
-            GROUP BY r.account_id
-        ),
-        room AS (
-            SELECT running.account_id, a.max_concurrent_jobs - running.n AS free
-            FROM running JOIN accounts_account a ON a.id = running.account_id
-        ),
-        candidates AS (
-            SELECT j.id, j.account_id, j.priority, j.run_at
-            FROM jobs_job j
-            WHERE j.status IN ('pending', 'retrying')
-              AND j.run_at <= statement_timestamp()
-              {queue_filter}
-              AND NOT EXISTS (SELECT 1 FROM room WHERE room.account_id = j.account_id AND room.free <= 0)
-            ORDER BY j.priority, j.run_at, j.id
-            LIMIT %(limit)s
-            FOR UPDATE OF j SKIP LOCKED
-        ),
-        chosen AS (
-            SELECT c.id
-            FROM (SELECT c.*, row_number() OVER (PARTITION BY c.account_id
-                                                 ORDER BY c.priority, c.run_at, c.id) AS nth
-                  FROM candidates c) c
-            LEFT JOIN accounts_account a ON a.id = c.account_id
-            LEFT JOIN room ON room.account_id = c.account_id
-            WHERE c.account_id IS NULL OR c.nth <= coalesce(room.free, a.max_concurrent_jobs)
-        )
-        UPDATE jobs_job j
-        SET status = 'running', attempt_number = j.attempt_number + 1, started_at = statement_timestamp(),
-            lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s), worker_id = %(worker)s
-        FROM chosen
-        WHERE j.id = chosen.id
-        RETURNING j.id, j.handler, j.payload::text, j.attempt_number, j.max_attempts, j.account_id,
-                  j.queue, j.priority, j.run_at
-    """
-
     COMPLETE = """
         UPDATE jobs_job j
         SET status = 'completed', started_at = to_timestamp(done.started),
@@ -261,12 +218,28 @@ class PostgresJobStore(JobStore):
         return result
 
     def claim(self, worker_id: str, queues: Sequence[str] | None, limit: int, lease_seconds: float) -> list[ClaimedJob]:
-        sql = self.CLAIM.format(queue_filter="AND j.queue = ANY(%(queues)s)" if queues else "")
-        params = {"limit": limit, "lease": lease_seconds, "worker": worker_id, "queues": list(queues or [])}
-        with transaction.atomic(using=self.using), self.connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CLAIM_LOCK_KEY])
-            cursor.execute(sql, params)
-            rows = cursor.fetchall()
+        """Claim through relay_claim_jobs() (sql/claim_jobs.sql), in one message and one round trip.
+
+        The claim commits asynchronously: should the database server crash
+        within the next few hundred milliseconds, a lost claim only puts its
+        jobs back to pending, as a dead worker would, while every completion
+        and every handler's own writes stay durable.
+        """
+        params = [worker_id, list(queues) if queues else None, limit, lease_seconds]
+        call = "SELECT * FROM relay_claim_jobs(%s, %s::text[], %s, %s)"
+        connection = self.connection
+        with connection.cursor() as cursor:
+            if connection.in_atomic_block:  # inside a caller's transaction: stay in it
+                cursor.execute(call, params)
+                return _claimed(cursor.fetchall())
+            try:
+                cursor.execute(f"BEGIN; SET LOCAL synchronous_commit TO off; {call}; COMMIT", params)
+                cursor.nextset()
+                cursor.nextset()
+                rows = cursor.fetchall()
+            except BaseException:
+                connection.close()  # whatever state the session is in, start afresh
+                raise
         return _claimed(rows)
 
     def complete(self, worker_id: str, done: Sequence[Finished]) -> set[UUID]:

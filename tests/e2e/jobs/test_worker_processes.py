@@ -95,8 +95,11 @@ def test_sigterm_lets_a_running_job_finish_within_the_grace_period(start_worker,
 
 def test_three_workers_run_each_of_2000_jobs_exactly_once(start_worker, tmp_path):
     path = str(tmp_path / "runs.jsonl")
-    workers = [start_worker("--concurrency", "2", **HANDLERS, LOG_LEVEL="WARNING") for _ in range(3)]
-    ids = enqueue_many([JobSpec("test.record", {"path": path}) for _ in range(2000)])
+    workers = [start_worker("--concurrency", "2", **HANDLERS) for _ in range(3)]
+    for worker in workers:
+        worker.wait_for_output(" started: ")
+    # 2 ms of work per job: long enough that every worker gets a share, whatever the start-up order
+    ids = enqueue_many([JobSpec("test.record", {"path": path, "sleep": 0.002}) for _ in range(2000)])
     wait_until(lambda: Job.objects.filter(status=JobStatus.COMPLETED).count() == 2000, 120, "2,000 jobs to complete")
     runs = read_records(path)
     assert len(runs) == 2000
