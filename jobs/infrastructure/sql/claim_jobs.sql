@@ -7,6 +7,10 @@
 -- 2. Skip accounts already running max_concurrent_jobs jobs; of the rest,
 --    take due jobs in priority order (lower first), then oldest due first,
 --    FOR UPDATE SKIP LOCKED, and cap each account at its free slots.
+--    Each priority is a lane scanned on its own range of the claim index
+--    (priority = p AND run_at <= now), found by a loose index scan over the
+--    distinct priorities: jobs due later (a run waiting two days) are never
+--    read, however many there are.
 -- 3. Mark them running under a lease, count the attempt, return them.
 --
 -- A function (not a statement sent each time) so its plan is cached per
@@ -20,7 +24,14 @@ BEGIN
     PERFORM pg_advisory_xact_lock(491327873401);  -- "relay" in ASCII; the same key as store.CLAIM_LOCK_KEY
 
     RETURN QUERY
-    WITH running AS (
+    WITH RECURSIVE lanes(p) AS (
+        SELECT min(l.priority) FROM jobs_job l WHERE l.status IN ('pending', 'retrying')
+        UNION ALL
+        SELECT (SELECT min(l.priority) FROM jobs_job l
+                WHERE l.status IN ('pending', 'retrying') AND l.priority > lanes.p)
+        FROM lanes WHERE lanes.p IS NOT NULL
+    ),
+    running AS (
         SELECT r.account_id, count(*) AS n
         FROM jobs_job r
         WHERE r.status = 'running' AND r.account_id IS NOT NULL
@@ -32,14 +43,22 @@ BEGIN
     ),
     candidates AS (
         SELECT j.id, j.account_id, j.priority, j.run_at
-        FROM jobs_job j
-        WHERE j.status IN ('pending', 'retrying')
-          AND j.run_at <= statement_timestamp()
-          AND (p_queues IS NULL OR j.queue = ANY (p_queues))
-          AND NOT EXISTS (SELECT 1 FROM room WHERE room.account_id = j.account_id AND room.free <= 0)
+        FROM lanes
+        CROSS JOIN LATERAL (
+            SELECT j.id, j.account_id, j.priority, j.run_at
+            FROM jobs_job j
+            WHERE j.status IN ('pending', 'retrying')
+              AND j.priority = lanes.p
+              AND j.run_at <= statement_timestamp()
+              AND (p_queues IS NULL OR j.queue = ANY (p_queues))
+              AND NOT EXISTS (SELECT 1 FROM room WHERE room.account_id = j.account_id AND room.free <= 0)
+            ORDER BY j.run_at, j.id
+            LIMIT p_limit
+            FOR UPDATE OF j SKIP LOCKED
+        ) j
+        WHERE lanes.p IS NOT NULL
         ORDER BY j.priority, j.run_at, j.id
         LIMIT p_limit
-        FOR UPDATE OF j SKIP LOCKED
     ),
     chosen AS (
         SELECT c.id

@@ -151,3 +151,14 @@ def test_raising_an_accounts_limit_takes_effect_at_the_next_claim(store):
     busy.max_concurrent_jobs = 3
     busy.save(update_fields=["max_concurrent_jobs"])
     assert len(store.claim("w", None, 10, LEASE)) == 2
+
+
+def test_due_jobs_are_found_in_every_priority_lane_among_jobs_due_later(store):
+    later = timezone.now() + dt.timedelta(days=2)
+    enqueue_many([JobSpec("noop", priority=p, run_at=later) for p in (-3, 0, 5) for _ in range(20)])
+    due_low = enqueue("noop", {}, priority=5)
+    due_high = enqueue("noop", {}, priority=-1)
+    due_mid = enqueue("noop", {}, priority=0, run_at=timezone.now() - dt.timedelta(seconds=1))
+    claimed = store.claim("w", None, 10, LEASE)
+    assert [j.id for j in claimed] == [due_high.pk, due_mid.pk, due_low.pk]
+    assert Job.objects.filter(status=JobStatus.PENDING).count() == 60
