@@ -158,6 +158,8 @@ def classify_smtp_error(exc: BaseException) -> JobError:
         error.smtp_code = exc.smtp_code  # type: ignore[attr-defined]
         return error
     if isinstance(exc, smtplib.SMTPServerDisconnected):
+        if "timed out" in str(exc):  # smtplib turns a read timeout into a disconnect
+            return TimeoutFailure("SMTP server did not answer in time")
         return NetworkFailure("SMTP server closed the connection")
     if isinstance(exc, smtplib.SMTPNotSupportedError):
         return ValidationFailure("SMTP server does not support a required extension (STARTTLS or AUTH)")

@@ -37,7 +37,8 @@ def test_matches_the_specification_example():
 
 def test_generated_secrets_are_whsec_with_32_random_bytes():
     first, second = generate_secret(), generate_secret()
-    assert first.startswith("whsec_") and first != second
+    assert first.startswith("whsec_")
+    assert first != second
     assert len(base64.b64decode(first.removeprefix("whsec_"))) == 32
 
 
@@ -76,7 +77,10 @@ def test_invalid_secrets_are_refused_without_echoing_them(bad):
 
 
 def test_message_ids_and_masks():
-    assert new_message_id().startswith("msg_") and new_message_id() != new_message_id()
+    assert new_message_id().startswith("msg_")
+    assert new_message_id() != new_message_id()
     secret = generate_secret()
     masked = mask_secret(secret)
-    assert masked.startswith("whsec_") and len(masked) < 15 and secret not in masked
+    assert masked.startswith("whsec_")
+    assert len(masked) < 15
+    assert secret not in masked

@@ -25,7 +25,8 @@ def test_every_opt_out_keyword_in_any_case_with_spaces(keyword, spelling):
 @pytest.mark.parametrize("body", ["START", "start", " Unstop ", "UNSTOP"])
 def test_opt_in_keywords(body):
     command, keyword = consent_keyword(body)
-    assert command is SmsConsentCommand.OPT_IN and keyword in OPT_IN_KEYWORDS
+    assert command is SmsConsentCommand.OPT_IN
+    assert keyword in OPT_IN_KEYWORDS
 
 
 def test_inner_spaces_of_opt_out_are_collapsed():
@@ -40,7 +41,9 @@ def test_anything_else_is_not_a_keyword(body):
 def test_phone_numbers():
     assert normalize_phone(" +1 (555) 010-0000 ") == "+15550100000"
     assert normalize_phone("15550100000") == "15550100000"
-    assert is_e164("+15550100000") and not is_e164("5550100") and not is_e164("+0555")
+    assert is_e164("+15550100000")
+    assert not is_e164("5550100")
+    assert not is_e164("+0555")
     assert mask_phone("+15550100000") == "+15***00"
     assert mask_email("ada@example.com") == "a***@example.com"
     assert mask_email("") == "***"

@@ -171,13 +171,15 @@ class TestAllowList:
 
     def test_host_entry_allows_any_port(self):
         allow = AllowList.parse(["127.0.0.1"])
-        assert allow.allows("127.0.0.1", 1) and allow.allows("127.0.0.1", 65535)
+        assert allow.allows("127.0.0.1", 1)
+        assert allow.allows("127.0.0.1", 65535)
         assert not allow.allows("127.0.0.2", 80)
 
     def test_allow_listed_target_skips_the_address_check_but_is_still_pinned(self):
         allow = AllowList.parse(["sink.local:8080"])
         resolve = resolver({"sink.local": ["10.1.2.3"]})
         target = vet_target("sink.local", 8080, allow_list=allow, resolve=resolve)
-        assert target.address == "10.1.2.3" and target.allow_listed
+        assert target.address == "10.1.2.3"
+        assert target.allow_listed
         with pytest.raises(TargetRefused):
             vet_target("sink.local", 8081, allow_list=allow, resolve=resolve)
