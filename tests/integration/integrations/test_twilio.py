@@ -1,6 +1,7 @@
 """SMS and voice through a fake Twilio-compatible provider on loopback."""
 
 import logging
+
 import pytest
 
 from integrations.application.channels import sms_channel, voice_channel
