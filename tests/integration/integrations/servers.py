@@ -54,12 +54,18 @@ class _Server(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
 class _LoopbackHttpServer:
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
         self.requests: list[RecordedRequest] = []
         self.release = threading.Event()  # lets hanging handlers go at teardown
         self._lock = threading.Lock()
-        self.httpd = _Server(("127.0.0.1", 0), self._handler_class())
+        self.host = host
+        server_class = _Server6 if ":" in host else _Server
+        self.httpd = server_class((host, 0), self._handler_class())
         self.port = self.httpd.server_address[1]
         self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
@@ -73,7 +79,8 @@ class _LoopbackHttpServer:
         self.httpd.server_close()
 
     def url(self, path: str = "/") -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}{path}"
 
     def record(self, request: RecordedRequest) -> None:
         with self._lock:
@@ -126,8 +133,8 @@ class HttpSink(_LoopbackHttpServer):
     /echo 200 and /echo/<code> that status, both echoing the request back.
     """
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        super().__init__(host)
         self.counters: dict[str, int] = defaultdict(int)
 
     def answer(self, handler, request: RecordedRequest) -> None:

@@ -205,3 +205,17 @@ class tls_sink:
     def __exit__(self, *exc):
         self.sink.stop()
         return False
+
+
+def test_an_allow_listed_ipv6_target_is_reached_with_its_bracketed_host(settings):
+    try:
+        sink = HttpSink(host="::1").start()
+    except OSError:
+        pytest.skip("this machine has no IPv6 loopback")
+    try:
+        settings.WEBHOOK_ALLOWED_HOSTS = ["[::1]"]
+        response = webhook_client().send(WebhookRequest("GET", sink.url("/ok")))
+        assert response.status_code == 200
+        assert sink.requests[0].header("Host") == f"[::1]:{sink.port}"
+    finally:
+        sink.stop()
