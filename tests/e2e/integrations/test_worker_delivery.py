@@ -82,6 +82,7 @@ def test_the_worker_delivers_through_every_channel(start_worker, http_sink, smtp
     flaky_job = Job.objects.get(pk=flaky.id)
     assert flaky_job.status == "completed"
     assert flaky_job.attempt_number == 3
+    assert CANARY not in flaky_job.error_message
 
     # The refused target: failed at once (permanent), the stored error says why and holds no token.
     refused_job = Job.objects.get(pk=refused.id)

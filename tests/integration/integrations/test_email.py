@@ -212,3 +212,19 @@ def test_under_the_test_runner_mail_goes_to_the_outbox(mailoutbox, contact):
     (sent,) = mailoutbox
     assert sent.extra_headers["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
     assert sent.to == [contact.email]
+
+
+@pytest.mark.parametrize("value", ["news@acme.example", "Acme News <news@acme.example>", ""])
+def test_an_account_s_from_email_accepts_an_address_or_a_named_address(account, value):
+    account.from_email = value
+    account.full_clean()
+
+
+@pytest.mark.parametrize("value", ["not an address", "Acme <news@>", "a@b.example\nBcc: x@y.example"])
+def test_an_account_s_from_email_refuses_anything_else(account, value):
+    from django.core.exceptions import ValidationError
+
+    account.from_email = value
+    with pytest.raises(ValidationError) as raised:
+        account.full_clean()
+    assert "from_email" in raised.value.message_dict
