@@ -57,7 +57,6 @@ CONTACT_FIELDS = (
     "unsubscribed",
     "sms_opted_out",
 )
-WEBHOOK_BODY_KEEP = 2000  # characters of a webhook's answer kept in the log and the run's context
 
 
 @dataclass
@@ -138,16 +137,6 @@ def _consent_skip(run: StepRun) -> ActionResult | None:
     return ActionResult({"skipped": reason}, skipped=reason) if reason else None
 
 
-def _delivery_data(result) -> dict[str, Any]:
-    return {
-        "channel": result.channel,
-        "provider": result.provider,
-        "message_id": result.message_id,
-        "status": result.status,
-        **({"details": dict(result.details)} if result.details else {}),
-    }
-
-
 class SendEmail:
     action_type = ActionType.SEND_EMAIL
     external = True
@@ -169,7 +158,7 @@ class SendEmail:
             contact_id=run.contact_id,
             headers={"X-Relay-Run": str(run.execution_id)},
         )
-        return ActionResult(_delivery_data(channels.email_channel().send_email(message)))
+        return ActionResult(channels.email_channel().send_email(message).as_response_data())
 
 
 class SendSms:
@@ -189,7 +178,7 @@ class SendSms:
         if len(body) > SMS_MAX_LENGTH:
             raise ValidationFailure(f"body: the message is longer than {SMS_MAX_LENGTH} characters once filled in")
         result = channels.sms_channel().send_sms(to=run.contact["phone"], body=body, account_id=run.account_id)
-        return ActionResult(_delivery_data(result))
+        return ActionResult(result.as_response_data())
 
 
 class SendVoice:
@@ -209,7 +198,7 @@ class SendVoice:
         result = channels.voice_channel().place_call(
             to=run.contact["phone"], message=message, recording_url=config.recording_url, account_id=run.account_id
         )
-        return ActionResult(_delivery_data(result))
+        return ActionResult(result.as_response_data())
 
 
 class Webhook:
@@ -244,13 +233,10 @@ class Webhook:
                 account_id=run.account_id,
             )
         )
-        data: dict[str, Any] = {"status_code": response.status_code, "duration_ms": round(response.duration_ms, 1)}
-        text = response.body or ""
-        if text:
-            data["body"] = text[:WEBHOOK_BODY_KEEP]
-            if len(text) <= WEBHOOK_BODY_KEEP:
-                with contextlib.suppress(ValueError):  # later steps read `{{ steps.N.json.field }}`
-                    data["json"] = json.loads(text)
+        data = response.as_response_data()
+        if response.body and not response.body_truncated:
+            with contextlib.suppress(ValueError):  # later steps read `{{ steps.N.json.field }}`
+                data["json"] = json.loads(response.body)
         return ActionResult(data)
 
     @staticmethod

@@ -36,6 +36,7 @@ from django.utils import timezone
 
 from accounts.infrastructure.models import Account
 from contacts.infrastructure.models import Contact
+from integrations.domain.channels import failure_details
 from jobs.application.context import JobContext
 from jobs.application.operations import cancel_pending_jobs
 from jobs.application.queue import JobSpec, enqueue, enqueue_many
@@ -538,10 +539,12 @@ class ExecutionService:
             will_retry = decision.will_retry and run.status is not ExecutionStatus.CANCELLED
             outcome = StepOutcome.RETRYING if will_retry else StepOutcome.FAILED
             data = {
-                "reason": decision.reason if run.status is not ExecutionStatus.CANCELLED else "the run was cancelled"
+                **failure_details(attempt.error),  # what the other side answered, if it did (redacted)
+                "reason": decision.reason if run.status is not ExecutionStatus.CANCELLED else "the run was cancelled",
             }
             if will_retry:
                 data["retry_in_seconds"] = round(decision.delay, 3)
+            data = bounded_response(data)
             log.log(
                 logging.INFO if decision.will_retry else logging.WARNING,
                 "run %s step %s (%s) attempt %s %s: %s (%s)",

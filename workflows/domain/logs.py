@@ -3,7 +3,7 @@
 Error details follow the queue's one rule (`jobs.domain.errors.format_error`:
 `Type: message`, one line, URLs cut to scheme and host, at most 1,000
 characters). Response data is ours: a small JSON object (at most
-RESPONSE_DATA_MAX_BYTES), every text in it with URLs cut to scheme and host,
+8 KB), every text in it with URLs cut to scheme and host,
 so a token in a link never lands in the log. It is also what later steps see
 as `steps.N`, so it stays small.
 """
@@ -16,36 +16,36 @@ from typing import Any
 
 from jobs.domain.errors import redact_urls, truncate
 
-RESPONSE_DATA_MAX_BYTES = 4096
-MAX_TEXT = 2000
+RESPONSE_DATA_MAX_BYTES = 8192
+MAX_TEXT = 4096  # a webhook answer's body is kept up to WEBHOOK_RESPONSE_BODY_CHARS (4,096)
 
 
 def bounded_response(data: Mapping[str, Any] | None, max_bytes: int = RESPONSE_DATA_MAX_BYTES) -> dict[str, Any]:
     if not data:
         return {}
-    cleaned = _clean(dict(data), depth=0)
-    encoded = json.dumps(cleaned, separators=(",", ":"), default=str)
-    if len(encoded.encode()) <= max_bytes:
-        return cleaned
-    # Too big: keep the small scalar facts (status codes, ids) and say what was cut.
-    small = {k: v for k, v in cleaned.items() if isinstance(v, int | float | bool) or v is None}
-    small.update({k: v for k, v in cleaned.items() if isinstance(v, str) and len(v) <= 200})
+    # Cut long texts shorter and shorter until the whole fits; then keep only the small facts.
+    for text_limit in (MAX_TEXT, 500, 100):
+        cleaned = _clean(dict(data), depth=0, text_limit=text_limit)
+        if _size(cleaned) <= max_bytes:
+            return cleaned
+    small = {k: v for k, v in cleaned.items() if isinstance(v, int | float | bool | str) or v is None}
     small["truncated"] = True
-    encoded = json.dumps(small, separators=(",", ":"), default=str)
-    if len(encoded.encode()) > max_bytes:
-        return {"truncated": True}
-    return small
+    return small if _size(small) <= max_bytes else {"truncated": True}
 
 
-def _clean(value: Any, depth: int) -> Any:
+def _size(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":"), default=str).encode())
+
+
+def _clean(value: Any, depth: int, text_limit: int) -> Any:
     if depth > 6:
         return "…"
     if isinstance(value, str):
-        return truncate(redact_urls(value), MAX_TEXT)
+        return truncate(redact_urls(value), text_limit)
     if isinstance(value, Mapping):
-        return {str(k)[:100]: _clean(v, depth + 1) for k, v in list(value.items())[:100]}
+        return {str(k)[:100]: _clean(v, depth + 1, text_limit) for k, v in list(value.items())[:100]}
     if isinstance(value, list | tuple):
-        return [_clean(v, depth + 1) for v in list(value)[:100]]
+        return [_clean(v, depth + 1, text_limit) for v in list(value)[:100]]
     if value is None or isinstance(value, int | float | bool):
         return value
-    return truncate(redact_urls(str(value)), MAX_TEXT)
+    return truncate(redact_urls(str(value)), text_limit)

@@ -98,15 +98,21 @@ def test_response_data_is_redacted():
     assert data == {"body": "see https://api.example.com", "status_code": 200}
 
 
-def test_response_data_is_bounded():
+def test_response_data_is_bounded_by_cutting_long_texts():
     data = bounded_response(
-        {"status_code": 200, "id": "m-1", "body": "x" * 3000, "json": {"k": "y" * 3000}, "more": "z" * 3000}
+        {"status_code": 200, "id": "m-1", "body": "x" * 5000, "json": {"k": "y" * 5000}, "more": "z" * 5000}
     )
     assert len(json.dumps(data)) <= RESPONSE_DATA_MAX_BYTES
-    assert data["truncated"] is True
     assert data["status_code"] == 200
     assert data["id"] == "m-1"
-    assert "body" not in data
+    assert data["body"].startswith("xxx")
+    assert data["body"].endswith("…")
+    assert len(data["body"]) <= 500
+
+
+def test_response_data_too_big_even_when_cut_keeps_the_small_facts():
+    data = bounded_response({"status_code": 503, **{f"k{i}": ["v" * 90] * 20 for i in range(100)}})
+    assert data == {"status_code": 503, "truncated": True}
 
 
 def test_empty_response_data():
