@@ -10,7 +10,12 @@ from workflows.application.executions import RESUME_HANDLER, STEP_HANDLER, Execu
 @job_handler(STEP_HANDLER)
 def workflow_step(payload: dict[str, Any], job: JobContext) -> None:
     """One attempt of a run's current step; it records itself and queues what follows."""
-    ExecutionService().run_step(execution_id=payload["execution_id"], step_index=int(payload["step_index"]), job=job)
+    ExecutionService().run_step(
+        execution_id=payload["execution_id"],
+        step_index=int(payload["step_index"]),
+        version_id=payload.get("version_id"),
+        job=job,
+    )
 
 
 @job_handler(RESUME_HANDLER)

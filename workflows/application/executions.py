@@ -73,7 +73,7 @@ from workflows.domain.triggers import (
     enrollment_refusal,
 )
 from workflows.domain.workflow import Step, WorkflowStatus
-from workflows.infrastructure.models import TriggerSource, WorkflowExecution
+from workflows.infrastructure.models import TriggerSource, WorkflowExecution, WorkflowVersion
 from workflows.infrastructure.store import RUN_COLUMNS, RunRow, RunStore
 from workflows.infrastructure.templates import renderer as default_renderer
 
@@ -276,7 +276,7 @@ class ExecutionService:
                 specs.append(
                     JobSpec(
                         STEP_HANDLER,
-                        {"execution_id": str(row.id), "step_index": 0},
+                        _step_payload(row, 0),
                         queue=settings.WORKFLOW_QUEUE,
                         account=workflow_account,
                     )
@@ -395,26 +395,28 @@ class ExecutionService:
         return execution
 
     # --- the worker's side: the `workflow_step` and `workflow_resume` jobs ----------------------
-    def run_step(self, *, execution_id: UUID | str, step_index: int, job: JobContext) -> None:
+    def run_step(
+        self, *, execution_id: UUID | str, step_index: int, job: JobContext, version_id: UUID | str | None = None
+    ) -> None:
         """Carry out the run's current step (one attempt); see the module docstring for the transactions."""
         now = self.clock()
         store = RunStore()
         execution_id = _as_uuid(execution_id)
-        found = store.read_run_with_contact(execution_id)
-        if found is None or not _holds(found[0], job, step_index):
-            return  # a stale or duplicate job (or the run was erased): nothing to do
-        row, contact = found
-        version = load_version(row.version_id)
-        step = version.definition.steps[row.current_step_index]
-        executor = executor_for(step.action_type)
-        if executor.external:
-            # Fast path: mark the run ACTIVE by compare-and-set on what was read (one statement, committed
-            # before the outside world is touched). Anything unusual (paused, raced) takes the locked path.
+        if version_id is not None and _is_external(version_id, step_index):
+            # Fast path for an external action: read without a lock, then mark the run ACTIVE by
+            # compare-and-set on what was read (one statement, committed before the outside world is
+            # touched). Anything unusual (paused, cancelled, raced, stale) takes the locked path below.
+            found = store.read_run_with_contact(execution_id)
+            if found is None or not _holds(found[0], job, step_index):
+                return  # a stale or duplicate job (or the run was erased): nothing to do
+            row, contact = found
             run = row.to_domain()
             if run.step_job_arrived() is StepGate.RUN:
                 read_status, attempt_number = row.status, run.attempt_number
                 run.begin_step(now)
                 if store.compare_and_set(row, row.apply(run), expected_status=read_status, job_id=job.id):
+                    version = load_version(row.version_id)
+                    step = version.definition.steps[row.current_step_index]
                     self._carry_out_external(store, row, contact, version, step, attempt_number, now, job)
                     return
         with transaction.atomic():
@@ -432,6 +434,9 @@ class ExecutionService:
                 store.update_run(row, [*row.apply(run), "next_job_id"])
                 job.mark_completed()
                 return
+            version = load_version(row.version_id)
+            step = version.definition.steps[row.current_step_index]
+            executor = executor_for(step.action_type)
             attempt_number = run.attempt_number
             run.begin_step(now)
             if not executor.external:
@@ -585,7 +590,7 @@ class ExecutionService:
             return
         if move.kind is MoveKind.RUN_STEP:
             handler = STEP_HANDLER
-            payload: dict[str, Any] = {"execution_id": str(row.id), "step_index": run.current_step_index}
+            payload = _step_payload(row, run.current_step_index)
         else:
             handler = RESUME_HANDLER
             payload = {"execution_id": str(row.id)}
@@ -638,6 +643,11 @@ class ExecutionService:
 
 
 # --- helpers -----------------------------------------------------------------------------------
+def _step_payload(row: RunRow, step_index: int) -> dict[str, Any]:
+    # The version lets the job pick its path (external or internal action) before reading the run.
+    return {"execution_id": str(row.id), "step_index": step_index, "version_id": str(row.version_id)}
+
+
 def _new_row(
     run: Execution, *, account_id: int, version: LoadedVersion, contact_id: int, origin: ChainOrigin | None
 ) -> RunRow:
@@ -725,6 +735,14 @@ def _as_uuid(execution_id: UUID | str) -> UUID:
         return execution_id if isinstance(execution_id, UUID) else UUID(str(execution_id))
     except ValueError:
         raise ExecutionNotFound(execution_id) from None
+
+
+def _is_external(version_id: UUID | str, step_index: int) -> bool:
+    try:
+        steps = load_version(_as_uuid(version_id)).definition.steps
+    except (ExecutionNotFound, WorkflowVersion.DoesNotExist):
+        return False
+    return 0 <= step_index < len(steps) and executor_for(steps[step_index].action_type).external
 
 
 def _holds(row: RunRow, job: JobContext, step_index: int | None) -> bool:

@@ -39,7 +39,7 @@ def test_start_queues_the_first_step_on_the_current_version(service, account, co
     assert run.context == {"event": "", "trigger": {"plan": "pro"}, "steps": []}
     job = Job.objects.get(pk=run.next_job_id)
     assert job.handler == "workflow_step"
-    assert job.payload == {"execution_id": str(run.pk), "step_index": 0}
+    assert job.payload == {"execution_id": str(run.pk), "step_index": 0, "version_id": str(run.version_id)}
     assert job.queue == "workflows"
     assert job.account_id == account.pk  # per-account fairness applies to steps
 

@@ -355,11 +355,22 @@ def test_a_stale_or_duplicate_step_job_does_nothing(service, account, contact):
     )
     run = start(service, workflow, contact)
     duplicate = enqueue("workflow_step", {"execution_id": str(run.pk), "step_index": 0}, queue="workflows")
+
     run_due_jobs()
     run.refresh_from_db()
     assert run.status == "completed"
     assert logs(run) == [(0, "add_tag", 1, "succeeded"), (1, "add_tag", 1, "succeeded")]
     assert Job.objects.get(pk=duplicate.id).status == "completed"  # ran, found nothing to do
+
+
+def test_a_step_job_without_the_version_hint_takes_the_locked_path(service, account, contact, webhook_server):
+    workflow = make_workflow(account, [{"action_type": "webhook", "config": {"url": webhook_server.url}}])
+    run = start(service, workflow, contact)
+    Job.objects.filter(pk=run.next_job_id).update(payload={"execution_id": str(run.pk), "step_index": 0})
+    run_due_jobs()
+    run.refresh_from_db()
+    assert run.status == "completed"
+    assert logs(run) == [(0, "webhook", 1, "succeeded")]
 
 
 def test_pause_cancels_the_queued_job_and_resume_queues_a_new_one(service, account, contact):
