@@ -527,7 +527,7 @@ class WorkflowExecutionAdmin(admin.ModelAdmin):
     def get_urls(self):
         return [
             path(
-                "<uuid:execution_id>/<str:operation>/",
+                "<uuid:execution_id>/operate/<str:operation>/",
                 self.admin_site.admin_view(self.operate_view),
                 name="workflows_workflowexecution_operate",
             ),
