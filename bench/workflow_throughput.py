@@ -25,6 +25,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -109,6 +110,9 @@ def main() -> int:
         "bulk: ExecutionService.start_many in batches (enrolling a list)",
     )
     parser.add_argument("--batch", type=int, default=200, help="runs per start_many call with --trigger bulk")
+    parser.add_argument(
+        "--clients", type=int, default=1, help="with --trigger single: threads starting runs at once, as API clients"
+    )
     parser.add_argument("--keep-db", action="store_true", help="do not drop the database at the end")
     args = parser.parse_args()
 
@@ -206,8 +210,7 @@ def main() -> int:
         measured = contacts[args.warmup :]
         started = time.time()
         if args.trigger == "single":
-            for i, contact_id in enumerate(measured):
-                service.start(workflow_id=workflow.pk, contact_id=contact_id, trigger_data={"i": i})
+            start_one_by_one(service, workflow.pk, measured, args.clients)
         else:
             for start in range(0, len(measured), args.batch):
                 batch = measured[start : start + args.batch]
@@ -242,7 +245,11 @@ def main() -> int:
         print(f"  {args.workers} runworker processes x {args.concurrency} executor threads, PostgreSQL, {cores} cores")
         print(f"  completed runs      {len(completed)} / {args.runs}   (failed or stuck: {args.runs - len(completed)})")
         print(f"  step log rows       {logs} (expected {3 * args.runs})   unfinished jobs: {unfinished_jobs}")
-        how = "one transaction each" if args.trigger == "single" else f"start_many, {args.batch} per transaction"
+        how = (
+            f"one transaction each, {args.clients} client(s)"
+            if args.trigger == "single"
+            else f"start_many, {args.batch} per transaction"
+        )
         print(f"  trigger rate        {args.runs / (triggered - started):.0f} starts/s ({how})")
         print(f"  runs/s              {len(completed) / span:.0f}   (first start to last completion: {span:.2f} s)")
         print(f"  steps/s             {3 * len(completed) / span:.0f}")
@@ -260,7 +267,7 @@ def main() -> int:
         print(
             "Rerun: .venv/bin/python bench/workflow_throughput.py "
             f"--runs {args.runs} --workers {args.workers} --concurrency {args.concurrency} --trigger {args.trigger}"
-            + (f" --batch {args.batch}" if args.trigger == "bulk" else "")
+            + (f" --batch {args.batch}" if args.trigger == "bulk" else f" --clients {args.clients}")
         )
         return 0 if len(completed) == args.runs else 1
     finally:
@@ -276,6 +283,24 @@ def main() -> int:
         connection.close()
         if not args.keep_db:
             drop_database(url)
+
+
+def start_one_by_one(service, workflow_id: int, contact_ids: list[int], clients: int) -> None:
+    """Each client thread starts its share of the runs, one ExecutionService.start (transaction) each."""
+    from django.db import connection
+
+    def client(share: list[int]) -> None:
+        try:
+            for i, contact_id in enumerate(share):
+                service.start(workflow_id=workflow_id, contact_id=contact_id, trigger_data={"i": i})
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=client, args=(contact_ids[n::clients],)) for n in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 def wait_for(predicate, timeout: float) -> bool:

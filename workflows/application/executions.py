@@ -300,7 +300,9 @@ class ExecutionService:
         chain guard and the account's run limit; a workflow that does not
         start is reported in `skipped` with the reason (an event is never
         refused as a whole: the change that caused it must not fail because a
-        workflow cannot start).
+        workflow cannot start). The contact is looked up only when a workflow
+        matches (this runs for every contact change): an API endpoint resolves
+        the contact within the account first.
         """
         account_id = account if isinstance(account, int) else account.pk
         contact_id = contact if isinstance(contact, int) else contact.pk

@@ -128,3 +128,26 @@ def test_another_accounts_workflow_is_not_found(service, account, other_account)
         service.publish(workflow_id=workflow.pk, account_id=other_account.pk)
     with pytest.raises(WorkflowNotFound):
         workflow_get(workflow_id=workflow.pk, account_id=other_account.pk)
+
+
+def test_run_selectors_are_scoped_by_account(account, other_account, contact):
+    from tests.integration.workflows.support import make_workflow, run_due_jobs
+    from workflows.application.errors import ExecutionNotFound
+    from workflows.application.executions import ExecutionService
+    from workflows.application.selectors import execution_get, execution_list, execution_logs
+
+    workflow = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "a"}}])
+    run = ExecutionService().start(workflow_id=workflow.pk, contact_id=contact.pk).execution
+    run_due_jobs()
+    found = execution_get(execution_id=run.pk, account_id=account.pk)
+    assert found.status == "completed"
+    assert [entry.outcome for entry in found.logs.all()] == ["succeeded"]
+    assert list(execution_list(account_id=account.pk, status="completed")) == [found]
+    assert not execution_list(account_id=other_account.pk).exists()
+    assert [e.step_index for e in execution_logs(execution_id=str(run.pk), account_id=account.pk)] == [0]
+    with pytest.raises(ExecutionNotFound):
+        execution_get(execution_id=run.pk, account_id=other_account.pk)
+    with pytest.raises(ExecutionNotFound):
+        execution_get(execution_id="not-a-uuid")
+    with pytest.raises(ExecutionNotFound):
+        ExecutionService().pause(execution_id=run.pk, account_id=other_account.pk)
