@@ -1,8 +1,15 @@
 """Top-level URL map: the admin, and each app's API under /api/v1/."""
 
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("api/", include("config.api.urls")),
 ]
+
+# Under /api/ these answer problem documents (RFC 9457); elsewhere Django's own pages.
+handler400 = "config.api.problems.handler400"
+handler403 = "config.api.problems.handler403"
+handler404 = "config.api.problems.handler404"
+handler500 = "config.api.problems.handler500"

@@ -41,3 +41,33 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} ({self.role}) in {self.account}"
+
+
+class ApiToken(models.Model):
+    """A bearer token for the REST API: a user acting for one account.
+
+    Only the SHA-256 of the secret is stored (accounts.domain.tokens). A token
+    without an account is an operator token and belongs to a superuser; it
+    reaches the operator endpoints only.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    account = models.ForeignKey(Account, null=True, blank=True, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100, blank=True, default="")
+    prefix = models.CharField(max_length=16, db_index=True)  # shown to tell tokens apart; not secret
+    key_hash = models.CharField(max_length=64, unique=True)  # hex SHA-256 of the secret
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)  # refreshed at most once a minute
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        app_label = "accounts"
+        ordering = ["-created_at", "-id"]
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.name or 'unnamed'})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None

@@ -41,6 +41,21 @@ def _locked(job_id: UUID | str, account_id: int | None) -> Job:
         raise JobNotFound(job_id) from None
 
 
+def job_get(*, job_id: UUID | str, account_id: int | None = None) -> Job:
+    """One job; with `account_id`, another account's job is not found, exactly as a missing one."""
+    try:
+        pk = job_id if isinstance(job_id, UUID) else UUID(str(job_id))
+    except ValueError:
+        raise JobNotFound(job_id) from None
+    query = Job.objects.select_related("account")
+    if account_id is not None:
+        query = query.filter(account_id=account_id)
+    try:
+        return query.get(pk=pk)
+    except Job.DoesNotExist:
+        raise JobNotFound(job_id) from None
+
+
 @transaction.atomic
 def job_retry(*, job_id: UUID | str, account_id: int | None = None) -> Job:
     """Dead, failed or retrying -> pending now, attempts reset to 0."""
