@@ -38,6 +38,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke selected tokens")
     def revoke_tokens(self, request, queryset):
-        for token in queryset.only("id"):
-            api_token_revoke(token_id=token.pk)
-        self.message_user(request, f"{queryset.count()} token(s) revoked.", messages.SUCCESS)
+        ids = list(queryset.values_list("pk", flat=True))
+        for token_id in ids:
+            api_token_revoke(token_id=token_id)
+        self.message_user(request, f"{len(ids)} token(s) revoked.", messages.SUCCESS)

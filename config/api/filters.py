@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
@@ -117,8 +117,12 @@ class Timestamp(Filter):
         if parsed is None:
             raise FilterError("must be an ISO 8601 date-time, e.g. 2026-01-31T12:00:00Z")
         if timezone.is_naive(parsed):
-            parsed = timezone.make_aware(parsed, timezone.UTC)
-        return parsed
+            return parsed.replace(tzinfo=UTC)
+        try:
+            # In UTC: databases refuse offsets Python accepts (PostgreSQL's end at 15:59).
+            return parsed.astimezone(UTC)
+        except (OverflowError, ValueError):
+            raise FilterError("is out of range") from None
 
     def parameter(self) -> OpenApiParameter:
         return OpenApiParameter(self.name, OpenApiTypes.DATETIME, OpenApiParameter.QUERY, description=self.description)

@@ -37,6 +37,7 @@ T = TypeVar("T")
 
 class ApiView(GenericAPIView):
     pagination_class = ApiCursorPagination
+    metadata_class = None  # OPTIONS is not part of the API: 405 (the schema describes every endpoint)
     ordering: ClassVar[tuple[str, ...]] = ("-created_at", "-id")  # newest first
     filters: ClassVar[FilterSet | None] = None
     # Domain error type -> the problem it is answered as. Merged along the class hierarchy.

@@ -29,6 +29,7 @@ class ContactOut(serializers.ModelSerializer):
         ]
         read_only_fields = fields
 
+    email = serializers.CharField(read_only=True, help_text="Empty when the contact has none.")
     tags = serializers.ListField(child=serializers.CharField(), read_only=True)
     custom_fields = serializers.DictField(read_only=True)
 
