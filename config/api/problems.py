@@ -267,7 +267,7 @@ def problem_exception_handler(exc: Exception, context: Mapping[str, Any]) -> Res
 
 
 def is_api_request(request: HttpRequest) -> bool:
-    return request.path.startswith("/api/")
+    return request.path_info.startswith("/api/")
 
 
 def api_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
