@@ -13,7 +13,8 @@ class Command(BaseCommand):
         parser.add_argument("token", help="The token's prefix or id.")
 
     def handle(self, *args, token: str, **options) -> None:
-        query = ApiToken.objects.filter(pk=int(token)) if token.isdigit() else ApiToken.objects.filter(prefix=token)
+        is_id = token.isascii() and token.isdigit() and len(token) <= 18
+        query = ApiToken.objects.filter(pk=int(token)) if is_id else ApiToken.objects.filter(prefix=token)
         matches = list(query[:2])
         if not matches:
             raise CommandError(f"No token {token!r}.")

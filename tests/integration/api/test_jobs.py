@@ -190,7 +190,13 @@ def test_operator_list_filters(operator_api, account, other_account, make_job):
 
 @pytest.mark.parametrize(
     ("query", "field"),
-    [("status=bogus", "status"), ("account=no-such-account", "account"), ("account=99999999", "account")],
+    [
+        ("status=bogus", "status"),
+        ("account=no-such-account", "account"),
+        ("account=99999999", "account"),
+        ("account=%C2%B3", "account"),  # a digit to str.isdigit(), not to int()
+        ("account=" + "9" * 30, "account"),
+    ],
 )
 def test_operator_list_refuses_unknown_values(operator_api, query, field):
     body = assert_problem(operator_api.get(f"/api/v1/admin/jobs?{query}"), 400, type_=VALIDATION)

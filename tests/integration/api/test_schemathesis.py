@@ -7,7 +7,7 @@ transaction. Every answer must be: no 5xx, a documented status code, the
 documented content type and headers, and a body matching its schema.
 
 Bounded and deterministic for CI: API_FUZZ_EXAMPLES examples per operation
-(default 20), derandomized. For a longer hunt with fresh random inputs:
+(default 30), derandomized. For a longer hunt with fresh random inputs:
     API_FUZZ_EXAMPLES=500 API_FUZZ_RANDOM=1 .venv/bin/python -m pytest tests/integration/api/test_schemathesis.py
 """
 
@@ -29,7 +29,7 @@ from accounts.application.tokens import api_token_create
 from jobs.domain.states import JobStatus
 from tests.factories import ContactFactory, MembershipFactory, UserFactory
 
-EXAMPLES = int(os.environ.get("API_FUZZ_EXAMPLES", "20"))
+EXAMPLES = int(os.environ.get("API_FUZZ_EXAMPLES", "30"))
 DERANDOMIZE = os.environ.get("API_FUZZ_RANDOM") != "1"
 CHECKS = [
     not_a_server_error,
