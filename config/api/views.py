@@ -40,8 +40,9 @@ class ApiView(GenericAPIView):
     metadata_class = None  # OPTIONS is not part of the API: 405 (the schema describes every endpoint)
     ordering: ClassVar[tuple[str, ...]] = ("-created_at", "-id")  # newest first
     filters: ClassVar[FilterSet | None] = None
-    # Domain error type -> the problem it is answered as. Merged along the class hierarchy.
-    domain_errors: ClassVar[DomainErrorMap] = {}
+    # Domain error type -> the problem it is answered as. Merged along the class hierarchy (subclasses first).
+    # An object that vanished between the view's lookup and the service's (a concurrent delete) is a 404.
+    domain_errors: ClassVar[DomainErrorMap] = {ObjectDoesNotExist: lambda e: NotFound()}
 
     @property
     def caller(self) -> ApiCaller:

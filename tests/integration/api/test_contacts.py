@@ -324,3 +324,17 @@ def test_tags_with_spaces_and_slashes_in_the_path(owner_api, account):
 def test_a_bad_tag_is_a_400_naming_it(owner_api, contact, payload, field):
     body = assert_problem(owner_api.post(f"{detail(contact)}/tags", payload, format="json"), 400)
     assert error_fields(body) == [field]
+
+
+def test_a_contact_deleted_while_the_request_runs_is_a_404(owner_api, contact, monkeypatch):
+    """The view found it, then the service did not (a concurrent delete): 404, not 500."""
+    from contacts.api import views
+
+    original = views.contact_add_tag
+
+    def vanished(**kwargs):
+        Contact.objects.filter(pk=contact.pk).delete()
+        return original(**kwargs)
+
+    monkeypatch.setattr(views, "contact_add_tag", vanished)
+    assert_problem(owner_api.post(f"{detail(contact)}/tags", {"tag": "x"}, format="json"), 404)
