@@ -168,6 +168,40 @@ LOGGING = {
     },
 }
 
+# --- Integrations (email links, SMS and voice providers, webhooks) ----------------------
+# Read by integrations at call time, so tests override them with pytest-django's
+# `settings` and worker processes take them from their environment.
+# The public address of this Relay: unsubscribe links in email, and the inbound
+# SMS URL the provider signs. Set it to the https origin users and providers reach.
+RELAY_PUBLIC_URL = env.str("RELAY_PUBLIC_URL", default="http://127.0.0.1:8000")
+
+# SMS and voice: "console" (log only, the development default) or "twilio" (any
+# Twilio-compatible REST API at TWILIO_BASE_URL). VOICE_PROVIDER defaults to SMS_PROVIDER.
+SMS_PROVIDER = env.str("SMS_PROVIDER", default="console")
+VOICE_PROVIDER = env.str("VOICE_PROVIDER", default="")
+TWILIO_ACCOUNT_SID = env.str("TWILIO_ACCOUNT_SID", default="")
+TWILIO_AUTH_TOKEN = env.str("TWILIO_AUTH_TOKEN", default="")  # also verifies inbound SMS webhooks
+TWILIO_FROM_NUMBER = env.str("TWILIO_FROM_NUMBER", default="")  # E.164, e.g. +15550100000
+TWILIO_BASE_URL = env.str("TWILIO_BASE_URL", default="https://api.twilio.com")
+TWILIO_CONNECT_TIMEOUT = env.float("TWILIO_CONNECT_TIMEOUT", default=5.0)
+TWILIO_READ_TIMEOUT = env.float("TWILIO_READ_TIMEOUT", default=15.0)
+
+# Webhooks: signed (Standard Webhooks v1), SSRF-guarded (always on), answers bounded.
+WEBHOOK_CONNECT_TIMEOUT = env.float("WEBHOOK_CONNECT_TIMEOUT", default=5.0)
+WEBHOOK_READ_TIMEOUT = env.float("WEBHOOK_READ_TIMEOUT", default=15.0)
+WEBHOOK_MAX_RESPONSE_BYTES = env.int("WEBHOOK_MAX_RESPONSE_BYTES", default=64 * 1024)  # read at most this much
+WEBHOOK_RESPONSE_BODY_CHARS = env.int("WEBHOOK_RESPONSE_BODY_CHARS", default=4096)  # kept in response data
+# host or host:port ([v6] or [v6]:port): the only targets let through despite a non-public address.
+WEBHOOK_ALLOWED_HOSTS = env.list("WEBHOOK_ALLOWED_HOSTS", default=[])
+WEBHOOK_RETRY_AFTER_MAX_SECONDS = env.float("WEBHOOK_RETRY_AFTER_MAX_SECONDS", default=3600.0)
+WEBHOOK_SECRET_ROTATION_GRACE_HOURS = env.float("WEBHOOK_SECRET_ROTATION_GRACE_HOURS", default=24.0)
+WEBHOOK_CA_BUNDLE = env.str("WEBHOOK_CA_BUNDLE", default="")  # a CA file for receivers' certificates; "" = certifi
+WEBHOOK_USER_AGENT = env.str("WEBHOOK_USER_AGENT", default="Relay-Webhooks/1.0")
+
+# urllib3 logs each request line, path and query included, at DEBUG: keep it quiet
+# whatever LOG_LEVEL says, since a webhook URL's path or query may hold a token.
+LOGGING["loggers"]["urllib3"] = {"level": "WARNING"}
+
 # --- REST API ---------------------------------------------------------------------
 # /api/v1/ (config/api/): bearer tokens (accounts.ApiToken), problem details for
 # every error, cursor pagination, per-token throttling. DDD_NOTES.md "REST API".

@@ -6,6 +6,7 @@ from django.urls import include, path
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("config.api.urls")),
+    path("", include("integrations.api.urls")),  # public: /unsubscribe/<token>/, /hooks/twilio/sms/
 ]
 
 # Under /api/ these answer problem documents (RFC 9457); elsewhere Django's own pages.

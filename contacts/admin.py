@@ -1,5 +1,15 @@
+"""Contacts in the admin. Saving goes through the contact services, so a marketer's edit emits the
+same events as the API's (and starts the same workflows)."""
+
 from django.contrib import admin
 
+from contacts.application.services import (
+    EDITABLE_FIELDS,
+    contact_add_tag,
+    contact_create,
+    contact_remove_tag,
+    contact_update,
+)
 from contacts.infrastructure.models import ConsentChange, Contact
 
 
@@ -20,3 +30,26 @@ class ContactAdmin(admin.ModelAdmin):
     search_fields = ("email", "phone", "first_name", "last_name")
     readonly_fields = ("unsubscribed", "sms_opted_out", "created_at", "updated_at")
     inlines = [ConsentChangeInline]
+
+    def save_model(self, request, obj, form, change):
+        data = form.cleaned_data
+        if not change:
+            fields = {name: data[name] for name in EDITABLE_FIELDS}
+            created = contact_create(
+                account_id=data["account"].pk,
+                custom_fields=data.get("custom_fields") or {},
+                tags=data.get("tags") or [],
+                **fields,
+            )
+            obj.pk, obj.tags = created.pk, created.tags
+            return
+        changed = {name: data[name] for name in (*EDITABLE_FIELDS, "custom_fields") if name in form.changed_data}
+        if changed:
+            contact_update(contact_id=obj.pk, fields=changed, merge_custom_fields=False)
+        if "tags" in form.changed_data:
+            before = set(Contact.objects.get(pk=obj.pk).tags)
+            after = set(data.get("tags") or [])
+            for tag in sorted(after - before):
+                contact_add_tag(contact_id=obj.pk, tag=tag)
+            for tag in sorted(before - after):
+                contact_remove_tag(contact_id=obj.pk, tag=tag)

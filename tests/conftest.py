@@ -3,6 +3,7 @@
 import pytest
 from django.conf import settings
 
+import tests.support.handlers  # noqa: F401 - registers the test handlers in this process
 from tests.factories import AccountFactory, ContactFactory, MembershipFactory, UserFactory
 
 

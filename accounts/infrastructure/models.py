@@ -1,9 +1,23 @@
 """Tenants and membership."""
 
+from email.utils import parseaddr
+
 from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
 from django.db import models
 
 from accounts.domain.roles import Role
+
+
+def validate_from_email(value: str) -> None:
+    """`addr@example.com` or `Name <addr@example.com>`, on one line."""
+    if "\n" in value or "\r" in value:
+        raise ValidationError("must be on one line")
+    _, address = parseaddr(value)
+    if not address:
+        raise ValidationError("must be an email address, optionally with a name: Name <addr@example.com>")
+    validate_email(address)
 
 
 class Account(models.Model):
@@ -15,6 +29,14 @@ class Account(models.Model):
     max_concurrent_executions = models.PositiveIntegerField(default=100)
     # Jobs running at once across all workers; the claim skips the account beyond it.
     max_concurrent_jobs = models.PositiveIntegerField(default=10)
+    # The From of this account's email; blank: DEFAULT_FROM_EMAIL.
+    from_email = models.CharField(
+        max_length=254,
+        blank=True,
+        default="",
+        validators=[validate_from_email],
+        help_text="Sender of this account's email, e.g. Acme <news@acme.example>. Blank: the site default.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

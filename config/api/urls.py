@@ -14,7 +14,9 @@ from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
 
 from config.api.problems import api_not_found
 
-API_APPS = ("accounts", "contacts", "jobs", "workflows", "integrations")
+# integrations is not here: its api/urls.py holds public non-API pages (unsubscribe, provider hooks),
+# mounted at the site root by config/urls.py.
+API_APPS = ("accounts", "contacts", "jobs", "workflows")
 
 
 def _app_urls() -> list:

@@ -36,6 +36,16 @@ class DeliveryResult:
     status: str = "sent"
     details: dict[str, Any] = field(default_factory=dict)  # small, redacted
 
+    def as_response_data(self) -> dict[str, Any]:
+        """What the step's response data keeps of a delivery."""
+        return {
+            "channel": self.channel,
+            "provider": self.provider,
+            "message_id": self.message_id,
+            "status": self.status,
+            **self.details,
+        }
+
 
 @dataclass(frozen=True)
 class WebhookRequest:
@@ -49,10 +59,50 @@ class WebhookRequest:
 
 @dataclass(frozen=True)
 class WebhookResponse:
+    """What a receiver answered, safe to keep: returned on 2xx, attached to the error otherwise."""
+
     status_code: int
     duration_ms: float
     body: str = ""  # bounded and redacted
     headers: dict[str, str] = field(default_factory=dict)  # a safe subset
+    body_truncated: bool = False  # the body was longer than what is kept
+    body_bytes: int = 0  # bytes read (at most WEBHOOK_MAX_RESPONSE_BYTES)
+    message_id: str | None = None  # the `webhook-id` that was sent
+
+    def as_response_data(self) -> dict[str, Any]:
+        """What the step's response data keeps of an answer: status, bounded redacted body, timing."""
+        return {
+            "status_code": self.status_code,
+            "duration_ms": round(self.duration_ms, 1),
+            "body": self.body,
+            "body_truncated": self.body_truncated,
+            "body_bytes": self.body_bytes,
+            "headers": dict(self.headers),
+            "webhook_id": self.message_id,
+        }
+
+
+def failure_details(error: BaseException) -> dict[str, Any]:
+    """The response data a channel attached to the error it raised ({} when it attached none).
+
+    Channels raise the queue's classified errors; when the other side answered
+    (or failed to, after some time), the error also carries what the step's log
+    should keep: `error.response_data` (a dict, already redacted and bounded)
+    and, for webhooks, `error.response` (the WebhookResponse, or None when no
+    answer came). The error's message itself never holds a URL path, a header
+    value or a body.
+    """
+    data = getattr(error, "response_data", None)
+    return dict(data) if isinstance(data, dict) else {}
+
+
+def attach_failure_details(
+    error: BaseException, response_data: dict[str, Any], response: WebhookResponse | None = None
+) -> BaseException:
+    """Attach what the step's log should keep to a classified error (see failure_details)."""
+    error.response_data = response_data  # type: ignore[attr-defined]
+    error.response = response  # type: ignore[attr-defined]
+    return error
 
 
 class EmailChannel(Protocol):

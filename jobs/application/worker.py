@@ -91,6 +91,7 @@ class Worker:
         burst: bool = False,
         config: QueueConfig | None = None,
         using: str = "default",
+        install_signal_handlers: bool = True,
     ) -> None:
         self.config = config or QueueConfig.from_settings()
         self.queues = list(queues) if queues else None
@@ -106,6 +107,7 @@ class Worker:
         self._restart = False
         self._listener: NotificationListener | None = None
         self._executors: list[threading.Thread] = []
+        self._install_signals = install_signal_handlers
 
     # --- the main thread ---------------------------------------------------------
     def run(self) -> int:
@@ -150,7 +152,7 @@ class Worker:
         self.signal.wake_all()
 
     def _install_signal_handlers(self) -> None:
-        if threading.current_thread() is threading.main_thread():
+        if self._install_signals and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self.stop)
             signal.signal(signal.SIGINT, self.stop)
 

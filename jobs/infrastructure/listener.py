@@ -32,6 +32,7 @@ class NotificationListener(threading.Thread):
         params = dict(django_connection.get_connection_params())
         for key in ("cursor_factory", "context", "prepare_threshold", "pool", "server_side_binding"):
             params.pop(key, None)
+        params["application_name"] = "relay-listener"
         self._params = params
         self._queues = set(queues) if queues else None
         self._on_wake = on_wake
@@ -49,6 +50,7 @@ class NotificationListener(threading.Thread):
                 with psycopg.connect(autocommit=True, **self._params) as conn:
                     conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
                     self.connected.set()
+                    log.info("listening for job notifications on %s", NOTIFY_CHANNEL)
                     backoff = 0.2
                     self._on_connect()
                     while not self._stopped.is_set():

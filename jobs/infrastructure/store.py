@@ -3,8 +3,10 @@
 The worker never builds ORM objects: it claims, acknowledges, fails and
 releases jobs through these functions, in batches. There is one dialect per
 database: PostgreSQL in production (FOR UPDATE SKIP LOCKED, LISTEN/NOTIFY,
-the database clock) and SQLite for a laptop (a conditional UPDATE under
-SQLite's single writer lock, the host clock).
+the database clock, so workers on many hosts agree on leases) and SQLite for
+a laptop (a conditional UPDATE under SQLite's single writer lock, the host
+clock). PostgreSQL's clock is read with statement_timestamp(), not now(),
+which would be frozen at the start of a caller's long transaction.
 
 Every write that finishes an attempt is a compare-and-set on
 (id, attempt_number, worker_id, status = running): a worker that lost its
@@ -25,9 +27,6 @@ from django.db import connections, transaction
 from django.utils import timezone
 
 NOTIFY_CHANNEL = "relay_jobs"
-# pg_advisory_xact_lock key that serializes claims, so per-account running
-# counts are exact across workers ("relay" in ASCII).
-CLAIM_LOCK_KEY = 0x72656C6179
 
 
 @dataclass(slots=True)
@@ -119,8 +118,9 @@ class PostgresJobStore(JobStore):
             INSERT INTO jobs_job (id, queue, handler, payload, status, priority, run_at, created_at,
                                   attempt_number, max_attempts, account_id, created_by_id, unique_key,
                                   error_message, worker_id)
-            SELECT n.id, n.queue, n.handler, n.payload, 'pending', n.priority, coalesce(n.run_at, now()), now(),
-                   0, n.max_attempts, n.account_id, n.created_by_id, n.unique_key, '', ''
+            SELECT n.id, n.queue, n.handler, n.payload, 'pending', n.priority,
+                   coalesce(n.run_at, statement_timestamp()), statement_timestamp(), 0, n.max_attempts,
+                   n.account_id, n.created_by_id, n.unique_key, '', ''
             FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::jsonb[], %s::int[], %s::timestamptz[],
                         %s::int[], %s::bigint[], %s::int[], %s::text[])
                  AS n(id, queue, handler, payload, priority, run_at, max_attempts, account_id,
@@ -130,49 +130,9 @@ class PostgresJobStore(JobStore):
         ),
         woken AS (
             SELECT pg_notify('relay_jobs', queue || ' ' || count(*)) FROM ins
-            WHERE run_at <= now() GROUP BY queue
+            WHERE run_at <= statement_timestamp() GROUP BY queue
         )
         SELECT id, (SELECT count(*) FROM woken) FROM ins
-    """
-
-    CLAIM = """
-        WITH running AS (
-            SELECT r.account_id, count(*) AS n
-            FROM jobs_job r
-            WHERE r.status = 'running' AND r.account_id IS NOT NULL
-            GROUP BY r.account_id
-        ),
-        room AS (
-            SELECT running.account_id, a.max_concurrent_jobs - running.n AS free
-            FROM running JOIN accounts_account a ON a.id = running.account_id
-        ),
-        candidates AS (
-            SELECT j.id, j.account_id, j.priority, j.run_at
-            FROM jobs_job j
-            WHERE j.status IN ('pending', 'retrying')
-              AND j.run_at <= now()
-              {queue_filter}
-              AND NOT EXISTS (SELECT 1 FROM room WHERE room.account_id = j.account_id AND room.free <= 0)
-            ORDER BY j.priority, j.run_at, j.id
-            LIMIT %(limit)s
-            FOR UPDATE OF j SKIP LOCKED
-        ),
-        chosen AS (
-            SELECT c.id
-            FROM (SELECT c.*, row_number() OVER (PARTITION BY c.account_id
-                                                 ORDER BY c.priority, c.run_at, c.id) AS nth
-                  FROM candidates c) c
-            LEFT JOIN accounts_account a ON a.id = c.account_id
-            LEFT JOIN room ON room.account_id = c.account_id
-            WHERE c.account_id IS NULL OR c.nth <= coalesce(room.free, a.max_concurrent_jobs)
-        )
-        UPDATE jobs_job j
-        SET status = 'running', attempt_number = j.attempt_number + 1, started_at = now(),
-            lease_expires_at = now() + make_interval(secs => %(lease)s), worker_id = %(worker)s
-        FROM chosen
-        WHERE j.id = chosen.id
-        RETURNING j.id, j.handler, j.payload::text, j.attempt_number, j.max_attempts, j.account_id,
-                  j.queue, j.priority, j.run_at
     """
 
     COMPLETE = """
@@ -187,10 +147,10 @@ class PostgresJobStore(JobStore):
 
     FAIL = """
         UPDATE jobs_job
-        SET status = %(status)s, error_message = %(error)s, failed_at = now(),
+        SET status = %(status)s, error_message = %(error)s, failed_at = statement_timestamp(),
             started_at = to_timestamp(%(started)s),
             run_at = CASE WHEN %(delay)s::float8 IS NULL THEN run_at
-                          ELSE now() + make_interval(secs => %(delay)s::float8) END,
+                          ELSE statement_timestamp() + make_interval(secs => %(delay)s::float8) END,
             retry_delay_seconds = coalesce(%(delay)s::float8, retry_delay_seconds),
             lease_expires_at = NULL
         WHERE id = %(id)s AND attempt_number = %(attempt)s AND status = 'running' AND worker_id = %(worker)s
@@ -206,10 +166,10 @@ class PostgresJobStore(JobStore):
     RESCUE = """
         UPDATE jobs_job
         SET status = CASE WHEN attempt_number >= max_attempts THEN 'dead' ELSE 'pending' END,
-            failed_at = now(), lease_expires_at = NULL,
+            failed_at = statement_timestamp(), lease_expires_at = NULL,
             error_message = 'LeaseExpired: worker ' || worker_id
                             || ' stopped before finishing attempt ' || attempt_number
-        WHERE status = 'running' AND lease_expires_at < now()
+        WHERE status = 'running' AND lease_expires_at < statement_timestamp()
         RETURNING id, status, queue
     """
 
@@ -258,12 +218,28 @@ class PostgresJobStore(JobStore):
         return result
 
     def claim(self, worker_id: str, queues: Sequence[str] | None, limit: int, lease_seconds: float) -> list[ClaimedJob]:
-        sql = self.CLAIM.format(queue_filter="AND j.queue = ANY(%(queues)s)" if queues else "")
-        params = {"limit": limit, "lease": lease_seconds, "worker": worker_id, "queues": list(queues or [])}
-        with transaction.atomic(using=self.using), self.connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CLAIM_LOCK_KEY])
-            cursor.execute(sql, params)
-            rows = cursor.fetchall()
+        """Claim through relay_claim_jobs() (sql/claim_jobs.sql), in one message and one round trip.
+
+        The claim commits asynchronously: should the database server crash
+        within the next few hundred milliseconds, a lost claim only puts its
+        jobs back to pending, as a dead worker would, while every completion
+        and every handler's own writes stay durable.
+        """
+        params = [worker_id, list(queues) if queues else None, limit, lease_seconds]
+        call = "SELECT * FROM relay_claim_jobs(%s, %s::text[], %s, %s)"
+        connection = self.connection
+        with connection.cursor() as cursor:
+            if connection.in_atomic_block:  # inside a caller's transaction: stay in it
+                cursor.execute(call, params)
+                return _claimed(cursor.fetchall())
+            try:
+                cursor.execute(f"BEGIN; SET LOCAL synchronous_commit TO off; {call}; COMMIT", params)
+                cursor.nextset()
+                cursor.nextset()
+                rows = cursor.fetchall()
+            except BaseException:
+                connection.close()  # whatever state the session is in, start afresh
+                raise
         return _claimed(rows)
 
     def complete(self, worker_id: str, done: Sequence[Finished]) -> set[UUID]:

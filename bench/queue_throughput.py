@@ -1,0 +1,248 @@
+#!/usr/bin/env python
+"""Relay's queue on the anchor workloads (../shared/bench-anchors), same method, same machine.
+
+W1 drain: enqueue 2,000 jobs one per transaction (rate), then 20,000 no-op jobs in bulk (rate),
+then start N `runworker` processes and time the drain (steady rate excludes worker start-up).
+W2 pickup: with idle workers, enqueue one job per committed transaction, 200 times, 50 ms apart;
+latency = handler start - the moment the enqueue call returned (committed).
+
+Run:  .venv/bin/python bench/queue_throughput.py [--rounds 3] [--procs 2] [--concurrency 1]
+It creates (and drops at the end) the PostgreSQL database `relay_bench_queue` on 127.0.0.1:5432
+(BENCH_PG_URL overrides the server URL, without the database name).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVER = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432")
+DB = "relay_bench_queue"
+DATABASE_URL = f"{SERVER}/{DB}"
+
+sys.path.insert(0, str(ROOT))
+os.environ["DATABASE_URL"] = DATABASE_URL
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+os.environ["JOB_HANDLER_MODULES"] = "bench.handlers"
+
+
+def pct(values: list[float], p: float) -> float:
+    values = sorted(values)
+    k = (len(values) - 1) * p / 100
+    lo = int(k)
+    hi = min(lo + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (k - lo)
+
+
+def admin(sql: str) -> None:
+    import psycopg
+
+    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as conn:
+        conn.execute(sql)
+
+
+def setup() -> None:
+    admin(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
+    admin(f'CREATE DATABASE "{DB}"')
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, check=True, env=os.environ)
+
+
+def reset() -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("TRUNCATE jobs_job")
+        cursor.execute("VACUUM ANALYZE jobs_job")
+
+
+def start_workers(procs: int, concurrency: int, log_dir: Path, tag: str) -> list[subprocess.Popen]:
+    env = {**os.environ, "LOG_LEVEL": "WARNING", "DEBUG": "false", "SECRET_KEY": "bench"}
+    workers = []
+    for i in range(procs):
+        log = open(log_dir / f"{tag}_w{i}.log", "w")  # noqa: SIM115 - lives as long as the worker
+        workers.append(
+            subprocess.Popen(
+                [sys.executable, "manage.py", "runworker", "--concurrency", str(concurrency)],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
+    return workers
+
+
+def stop_workers(workers: list[subprocess.Popen]) -> None:
+    for w in workers:
+        if w.poll() is None:
+            os.killpg(w.pid, signal.SIGTERM)
+    for w in workers:
+        try:
+            w.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(w.pid, signal.SIGKILL)
+            w.wait(5)
+
+
+def count_completed() -> int:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM jobs_job WHERE status = 'completed'")
+        return cursor.fetchone()[0]
+
+
+def w1(args, log_dir: Path) -> dict:
+    from django.db import connection
+
+    from jobs.application.queue import JobSpec, enqueue, enqueue_many
+
+    reset()
+    started = time.time()
+    for i in range(args.single):
+        enqueue("noop", {"i": i})  # autocommit: one transaction per job
+    single_s = time.time() - started
+    reset()
+    started = time.time()
+    enqueue_many(JobSpec("noop", {"i": i}) for i in range(args.n))
+    bulk_s = time.time() - started
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE jobs_job")
+
+    launched = time.time()
+    workers = start_workers(args.procs, args.concurrency, log_dir, "w1")
+    first_t = first_c = None
+    try:
+        while True:
+            done = count_completed()
+            now = time.time()
+            if done and first_t is None:
+                first_t, first_c = now, done
+            if done >= args.n:
+                break
+            if now - launched > args.timeout:
+                raise RuntimeError(f"drain timed out with {done}/{args.n} done")
+            time.sleep(0.2)
+    finally:
+        stop_workers(workers)
+    return {
+        "workload": "W1",
+        "enqueue_single_per_s": round(args.single / single_s, 1),
+        "enqueue_bulk_per_s": round(args.n / bulk_s, 1),
+        "drain_steady_per_s": round((args.n - first_c) / (now - first_t), 1),
+        "drain_wall_per_s": round(args.n / (now - launched), 1),
+        "startup_s": round(first_t - launched, 2),
+    }
+
+
+def w2(args, log_dir: Path) -> dict:
+    from jobs.application.queue import enqueue
+
+    reset()
+    path = tempfile.mktemp(prefix="relay_w2_", suffix=".txt")  # noqa: S306 - the handler appends to it
+    Path(path).touch()
+
+    def seen() -> dict[int, float]:
+        out = {}
+        for line in Path(path).read_text().splitlines():
+            seq, t = line.split()
+            out[int(seq)] = float(t)
+        return out
+
+    workers = start_workers(args.procs, args.concurrency, log_dir, "w2")
+    try:
+        for s in range(5):  # warm-up: workers up and listening
+            enqueue("bench.latency", {"seq": -1 - s, "path": path})
+        deadline = time.time() + 60
+        while len([k for k in seen() if k < 0]) < 5:
+            if time.time() > deadline:
+                raise RuntimeError("warm-up jobs not processed")
+            time.sleep(0.05)
+        time.sleep(2.0)  # let the workers go idle
+        committed = {}
+        base = time.time()
+        for i in range(args.count):
+            delay = base + i * args.gap - time.time()
+            if delay > 0:
+                time.sleep(delay)
+            enqueue("bench.latency", {"seq": i, "path": path})
+            committed[i] = time.time()
+        deadline = time.time() + 60
+        while not all(i in seen() for i in range(args.count)) and time.time() < deadline:
+            time.sleep(0.1)
+    finally:
+        stop_workers(workers)
+    got = seen()
+    lats = [(got[i] - committed[i]) * 1000 for i in range(args.count) if i in got]
+    os.unlink(path)
+    return {
+        "workload": "W2",
+        "received": len(lats),
+        "p50_ms": round(pct(lats, 50), 2),
+        "p95_ms": round(pct(lats, 95), 2),
+        "p99_ms": round(pct(lats, 99), 2),
+        "max_ms": round(max(lats), 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--procs", type=int, default=2)
+    parser.add_argument("--concurrency", type=int, default=1, help="executor threads per worker process")
+    parser.add_argument("--n", type=int, default=20000)
+    parser.add_argument("--single", type=int, default=2000)
+    parser.add_argument("--count", type=int, default=200)
+    parser.add_argument("--gap", type=float, default=0.05)
+    parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("--only", choices=["W1", "W2"], default=None)
+    parser.add_argument("--keep-db", action="store_true", help="do not drop the benchmark database at the end")
+    args = parser.parse_args()
+
+    setup()
+    import django
+
+    django.setup()
+    log_dir = Path(tempfile.mkdtemp(prefix="relay_bench_"))
+    results: list[dict] = []
+    try:
+        for round_no in range(1, args.rounds + 1):
+            for workload in ("W1", "W2"):
+                if args.only and workload != args.only:
+                    continue
+                result = (w1 if workload == "W1" else w2)(args, log_dir)
+                result.update(round=round_no, procs=args.procs, concurrency=args.concurrency)
+                print(json.dumps(result), flush=True)
+                results.append(result)
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        if not args.keep_db:
+            admin(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
+
+    print(f"\nRelay queue, {args.procs} worker processes x concurrency {args.concurrency}, median of {args.rounds}:")
+    for workload, keys in (
+        ("W1", ["drain_steady_per_s", "drain_wall_per_s", "enqueue_bulk_per_s", "enqueue_single_per_s"]),
+        ("W2", ["p50_ms", "p95_ms", "p99_ms", "max_ms"]),
+    ):
+        rows = [r for r in results if r["workload"] == workload]
+        for key in keys if rows else []:
+            values = [r[key] for r in rows]
+            spread = f"[{min(values):,.1f}-{max(values):,.1f}]"
+            print(f"  {workload} {key:22s} median {statistics.median(values):>10,.1f}  {spread}")
+    print(f"Worker logs: {log_dir}.  Rerun: .venv/bin/python bench/queue_throughput.py {' '.join(sys.argv[1:])}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,33 @@
+"""Webhook signing secrets in the admin: never shown whole; rotated by an action that calls the service."""
+
+from django.contrib import admin, messages
+
+from integrations.application.secrets import webhook_secret_rotate
+from integrations.domain.signing import mask_secret
+from integrations.infrastructure.models import WebhookSigningSecret
+
+
+@admin.register(WebhookSigningSecret)
+class WebhookSigningSecretAdmin(admin.ModelAdmin):
+    list_display = ("account", "masked_secret", "created_at", "rotated_at")
+    search_fields = ("account__name", "account__slug")
+    fields = ("account", "masked_secret", "created_at", "rotated_at")
+    readonly_fields = fields
+    actions = ["rotate"]
+
+    @admin.display(description="secret")
+    def masked_secret(self, obj: WebhookSigningSecret) -> str:
+        return mask_secret(obj.secret)
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False  # created on first use, or by `manage.py webhook_secret`
+
+    @admin.action(description="Rotate the signing secret (the old one keeps signing during the grace period)")
+    def rotate(self, request, queryset) -> None:
+        for record in queryset:
+            webhook_secret_rotate(account_id=record.account_id)
+        self.message_user(
+            request,
+            f"Rotated {queryset.count()} secret(s). Give receivers the new secret: manage.py webhook_secret <slug>.",
+            messages.SUCCESS,
+        )

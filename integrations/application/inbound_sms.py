@@ -1,0 +1,60 @@
+"""Replies to Relay's SMS: STOP and START keywords change the number's consent.
+
+Relay sends every account's SMS from one provider number, so a STOP from a
+phone number is that person's answer to Relay as a whole: it opts out every
+contact, in every account, whose phone is that number (the provider itself
+blocks that sender-recipient pair from then on, so anything else would only
+record a consent the provider no longer honours). START/UNSTOP reverses it.
+Each change is recorded by `contact_set_consent` with source inbound_sms.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from django.db import transaction
+
+from contacts.application.services import contact_set_consent
+from contacts.domain.model import ConsentChannel, ConsentSource
+from contacts.models import Contact
+from integrations.domain.sms import SmsConsentCommand, consent_keyword, mask_phone, normalize_phone
+
+log = logging.getLogger("relay.integrations.sms")
+
+
+@dataclass(frozen=True)
+class InboundSmsOutcome:
+    command: SmsConsentCommand | None  # None: an ordinary reply, nothing to do
+    matched: int = 0  # contacts with that phone number
+    changed: int = 0  # contacts whose consent changed (the rest already agreed)
+
+
+@transaction.atomic
+def inbound_sms_receive(*, from_number: str, body: str, message_sid: str = "") -> InboundSmsOutcome:
+    match = consent_keyword(body)
+    number = normalize_phone(from_number)
+    if match is None or not number:
+        return InboundSmsOutcome(command=None)
+    command, keyword = match
+    spellings = {number, number.lstrip("+")}
+    contact_ids = list(Contact.objects.filter(phone__in=spellings).order_by("pk").values_list("pk", flat=True))
+    changed = 0
+    detail = f"keyword {keyword}" + (f", message {message_sid[:64]}" if message_sid else "")
+    for contact_id in contact_ids:
+        _, did_change = contact_set_consent(
+            contact_id=contact_id,
+            channel=ConsentChannel.SMS,
+            opted_out=command is SmsConsentCommand.OPT_OUT,
+            source=ConsentSource.INBOUND_SMS,
+            detail=detail,
+        )
+        changed += did_change
+    log.info(
+        "inbound sms %s from %s: %d contacts matched, %d changed",
+        keyword,
+        mask_phone(number),
+        len(contact_ids),
+        changed,
+    )
+    return InboundSmsOutcome(command=command, matched=len(contact_ids), changed=changed)

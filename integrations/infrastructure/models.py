@@ -1,0 +1,33 @@
+"""Integrations' tables: each account's webhook signing secret."""
+
+from django.db import models
+
+from integrations.domain.signing import mask_secret
+
+
+class WebhookSigningSecret(models.Model):
+    """The `whsec_` secret that signs an account's webhooks (Standard Webhooks v1).
+
+    Created the first time the account sends a webhook (or from the admin or
+    `manage.py webhook_secret`). After a rotation the previous secret keeps
+    signing beside the new one for WEBHOOK_SECRET_ROTATION_GRACE_HOURS, so
+    receivers can switch without losing a message. The value never appears in
+    a repr, a log line or the admin list; only `manage.py webhook_secret`
+    prints it, for the operator to hand to the receiver.
+    """
+
+    account = models.OneToOneField("accounts.Account", on_delete=models.CASCADE, related_name="webhook_signing_secret")
+    secret = models.CharField(max_length=128)
+    previous_secret = models.CharField(max_length=128, blank=True, default="")
+    rotated_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        app_label = "integrations"
+        verbose_name = "webhook signing secret"
+
+    def __str__(self) -> str:
+        return f"webhook signing secret {mask_secret(self.secret)} of account {self.account_id}"
+
+    def __repr__(self) -> str:
+        return f"<WebhookSigningSecret account={self.account_id} {mask_secret(self.secret)}>"

@@ -1,0 +1,117 @@
+"""The provider's inbound SMS webhook: signature checked, STOP/START applied, every change recorded."""
+
+import pytest
+from django.test import Client
+
+from contacts.models import ConsentChange
+from integrations.domain.sms import OPT_OUT_KEYWORDS
+from integrations.infrastructure.twilio import twilio_signature
+from tests.factories import AccountFactory, ContactFactory
+
+pytestmark = pytest.mark.django_db
+
+PATH = "/hooks/twilio/sms/"
+TOKEN = "inbound-auth-token-3c1d"
+
+
+@pytest.fixture
+def inbound(settings):
+    settings.TWILIO_AUTH_TOKEN = TOKEN
+    settings.TWILIO_ACCOUNT_SID = "AC" + "2" * 32
+    settings.RELAY_PUBLIC_URL = "https://relay.example"
+    return settings
+
+
+def post(body: str, from_number: str, *, signature: str | None = None, url: str = "https://relay.example" + PATH):
+    params = {
+        "From": from_number,
+        "To": "+15550100000",
+        "Body": body,
+        "MessageSid": "SM" + "a" * 32,
+        "AccountSid": "AC" + "2" * 32,
+    }
+    if signature is None:
+        signature = twilio_signature(TOKEN, url, {k: [v] for k, v in params.items()})
+    return Client(enforce_csrf_checks=True).post(PATH, params, headers={"X-Twilio-Signature": signature})
+
+
+@pytest.mark.parametrize("keyword", sorted(OPT_OUT_KEYWORDS))
+def test_each_opt_out_keyword_opts_the_number_out_and_is_recorded(inbound, contact, keyword):
+    response = post(f"  {keyword.lower()} ", contact.phone)
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/xml")
+    assert b"<Response></Response>" in response.content
+    contact.refresh_from_db()
+    assert contact.sms_opted_out
+    change = ConsentChange.objects.get(contact=contact)
+    assert (change.channel, change.opted_out, change.source) == ("sms", True, "inbound_sms")
+    assert f"keyword {keyword}" in change.detail
+    assert change.created_at is not None
+
+
+@pytest.mark.parametrize("keyword", ["START", "unstop"])
+def test_start_opts_back_in(inbound, contact, keyword):
+    post("STOP", contact.phone)
+    post(keyword, contact.phone)
+    contact.refresh_from_db()
+    assert not contact.sms_opted_out
+    assert list(ConsentChange.objects.filter(contact=contact).order_by("id").values_list("opted_out", flat=True)) == [
+        True,
+        False,
+    ]
+
+
+def test_a_repeated_stop_changes_and_records_nothing_more(inbound, contact):
+    post("STOP", contact.phone)
+    post("stop", contact.phone)
+    assert ConsentChange.objects.filter(contact=contact).count() == 1
+
+
+def test_an_ordinary_reply_changes_nothing(inbound, contact):
+    assert post("Stop sending me deals please", contact.phone).status_code == 200
+    contact.refresh_from_db()
+    assert not contact.sms_opted_out
+    assert not ConsentChange.objects.exists()
+
+
+def test_the_number_is_opted_out_in_every_account_but_no_one_else(inbound, contact):
+    elsewhere = ContactFactory(account=AccountFactory(), phone=contact.phone)
+    bystander = ContactFactory(account=contact.account)
+    post("STOP", contact.phone)
+    contact.refresh_from_db()
+    elsewhere.refresh_from_db()
+    bystander.refresh_from_db()
+    assert contact.sms_opted_out
+    assert elsewhere.sms_opted_out
+    assert not bystander.sms_opted_out
+
+
+def test_a_bad_signature_is_refused_and_changes_nothing(inbound, contact):
+    assert post("STOP", contact.phone, signature="bm90IHRoZSBzaWduYXR1cmU=").status_code == 403
+    assert post("STOP", contact.phone, signature="").status_code == 403
+    signed_for_other_body = twilio_signature(TOKEN, "https://relay.example" + PATH, {"Body": ["START"]})
+    assert post("STOP", contact.phone, signature=signed_for_other_body).status_code == 403
+    contact.refresh_from_db()
+    assert not contact.sms_opted_out
+    assert not ConsentChange.objects.exists()
+
+
+def test_a_signature_for_the_address_django_sees_is_accepted(inbound, contact):
+    """Behind no proxy, Twilio signs the URL the request arrived at; that works too."""
+    assert post("STOP", contact.phone, url="http://testserver" + PATH).status_code == 200
+    contact.refresh_from_db()
+    assert contact.sms_opted_out
+
+
+def test_another_provider_account_is_refused(inbound, contact):
+    inbound.TWILIO_ACCOUNT_SID = "AC" + "9" * 32
+    assert post("STOP", contact.phone).status_code == 403
+
+
+def test_without_an_auth_token_the_endpoint_is_unavailable(settings, contact):
+    settings.TWILIO_AUTH_TOKEN = ""
+    assert post("STOP", contact.phone, signature="anything").status_code == 503
+
+
+def test_only_post_is_allowed(inbound):
+    assert Client().get(PATH).status_code == 405

@@ -1,0 +1,184 @@
+"""Operator services: retry, cancel, stats, list, purge; cron schedules; Django's tasks framework."""
+
+import datetime as dt
+import uuid
+
+import pytest
+from django.tasks import TaskResultStatus, task
+from django.utils import timezone
+
+from jobs.application.operations import (
+    JobConflict,
+    JobNotFound,
+    job_cancel,
+    job_list,
+    job_purge,
+    job_retry,
+    job_stats,
+)
+from jobs.application.queue import enqueue
+from jobs.application.schedules import fire_due_schedules, sync_schedules
+from jobs.domain.states import IllegalJobTransition, JobStatus
+from jobs.models import Job, Schedule
+
+
+def _job(status: str, **fields) -> Job:
+    job = enqueue("noop", {})
+    Job.objects.filter(pk=job.pk).update(status=status, **fields)
+    return Job.objects.get(pk=job.pk)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("status", [JobStatus.DEAD, JobStatus.FAILED, JobStatus.RETRYING])
+def test_retry_puts_the_job_back_to_pending_with_attempts_reset(status):
+    job = _job(status, attempt_number=4, run_at=timezone.now() + dt.timedelta(hours=1), error_message="E: x")
+    retried = job_retry(job_id=job.pk)
+    stored = Job.objects.get(pk=job.pk)
+    assert retried.status == stored.status == JobStatus.PENDING
+    assert stored.attempt_number == 0
+    assert stored.run_at <= timezone.now()
+    assert stored.error_message == "E: x"  # the last error stays for the record
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("status", [JobStatus.PENDING, JobStatus.RUNNING, JobStatus.COMPLETED, JobStatus.CANCELLED])
+def test_retry_is_refused_for_other_states(status):
+    job = _job(status)
+    with pytest.raises(IllegalJobTransition, match=f"cannot retry a job that is {status}"):
+        job_retry(job_id=job.pk)
+    assert Job.objects.get(pk=job.pk).status == status
+
+
+@pytest.mark.django_db
+def test_retry_refuses_when_another_unfinished_job_took_the_unique_key():
+    old = enqueue("noop", {}, unique_key="nightly")
+    Job.objects.filter(pk=old.pk).update(status=JobStatus.DEAD)
+    enqueue("noop", {}, unique_key="nightly")
+    with pytest.raises(JobConflict, match="unique key 'nightly'"):
+        job_retry(job_id=old.pk)
+    assert Job.objects.get(pk=old.pk).status == JobStatus.DEAD
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("status", [JobStatus.PENDING, JobStatus.RETRYING])
+def test_cancel_pending_or_retrying(status):
+    job = _job(status)
+    assert job_cancel(job_id=job.pk).status == JobStatus.CANCELLED
+    assert Job.objects.get(pk=job.pk).status == JobStatus.CANCELLED
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("status", [JobStatus.RUNNING, JobStatus.COMPLETED, JobStatus.DEAD, JobStatus.FAILED])
+def test_cancel_is_refused_for_other_states(status):
+    job = _job(status)
+    with pytest.raises(IllegalJobTransition, match=f"cannot cancel a job that is {status}"):
+        job_cancel(job_id=job.pk)
+
+
+@pytest.mark.django_db
+def test_operator_services_scope_by_account(account, other_account):
+    job = enqueue("noop", {}, account=other_account)
+    for service in (job_cancel, job_retry):
+        with pytest.raises(JobNotFound):
+            service(job_id=job.pk, account_id=account.pk)
+    with pytest.raises(JobNotFound):
+        job_cancel(job_id=uuid.uuid4())
+    with pytest.raises(JobNotFound):
+        job_cancel(job_id="not-a-uuid")
+
+
+@pytest.mark.django_db
+def test_stats_count_each_status_and_compute_failure_rate_and_duration():
+    start = timezone.now()
+    for seconds in (1, 3):
+        _job(JobStatus.COMPLETED, started_at=start, completed_at=start + dt.timedelta(seconds=seconds))
+    _job(JobStatus.FAILED)
+    _job(JobStatus.DEAD)
+    _job(JobStatus.PENDING)
+    stats = job_stats()
+    assert stats.counts == {
+        "pending": 1,
+        "running": 0,
+        "completed": 2,
+        "retrying": 0,
+        "failed": 1,
+        "dead": 1,
+        "cancelled": 0,
+    }
+    assert stats.failure_rate == pytest.approx(2 / 4)
+    assert stats.avg_duration_seconds == pytest.approx(2.0)
+
+
+@pytest.mark.django_db
+def test_stats_before_anything_finished():
+    _job(JobStatus.PENDING)
+    stats = job_stats()
+    assert stats.failure_rate is None
+    assert stats.avg_duration_seconds is None
+
+
+@pytest.mark.django_db
+def test_list_filters_and_orders_newest_first(account):
+    a = enqueue("noop", {}, queue="mail", account=account)
+    b = enqueue("log_message", {}, queue="mail")
+    c = enqueue("noop", {}, queue="sms")
+    assert list(job_list()) == [Job.objects.get(pk=p) for p in (c.pk, b.pk, a.pk)]
+    assert [j.pk for j in job_list(queue="mail")] == [b.pk, a.pk]
+    assert [j.pk for j in job_list(handler="noop", queue="mail")] == [a.pk]
+    assert [j.pk for j in job_list(account_id=account.pk)] == [a.pk]
+    assert list(job_list(status="dead")) == []
+
+
+@pytest.mark.django_db
+def test_purge_deletes_old_finished_jobs_and_keeps_dead_letters_unless_told():
+    old = timezone.now() - dt.timedelta(days=10)
+    done = _job(JobStatus.COMPLETED, created_at=old)
+    dead = _job(JobStatus.DEAD, created_at=old)
+    recent = _job(JobStatus.COMPLETED)
+    waiting = _job(JobStatus.PENDING, created_at=old)
+    assert job_purge(retention_days=7, dead_letter_retention_days=None) == 1
+    assert set(Job.objects.values_list("pk", flat=True)) == {dead.pk, recent.pk, waiting.pk}
+    assert job_purge(retention_days=7, dead_letter_retention_days=7) == 1
+    assert not Job.objects.filter(pk__in=[done.pk, dead.pk]).exists()
+
+
+@pytest.mark.django_db
+def test_a_schedule_fires_once_per_tick_however_many_workers_look(settings):
+    settings.JOB_SCHEDULES = {"digest": {"cron": "*/5 * * * *", "handler": "log_message", "payload": {"m": 1}}}
+    sync_schedules()
+    schedule = Schedule.objects.get(name="digest")
+    tick = schedule.next_run_at
+    Schedule.objects.filter(pk=schedule.pk).update(next_run_at=timezone.now() - dt.timedelta(seconds=1))
+
+    fired = [fire_due_schedules() for _ in range(3)]  # three workers' maintenance passes
+
+    assert fired == [1, 0, 0]
+    (job,) = Job.objects.filter(handler="log_message")
+    assert job.payload["m"] == 1
+    schedule.refresh_from_db()
+    assert schedule.next_run_at > timezone.now()
+    assert schedule.next_run_at <= tick + dt.timedelta(minutes=5)
+
+
+@pytest.mark.django_db
+def test_builtin_purge_schedule_is_installed():
+    sync_schedules()
+    assert Schedule.objects.get(name="relay.purge_jobs").handler == "jobs.purge"
+
+
+@task(priority=50, queue_name="reports")
+def build_report(name: str) -> str:
+    return f"report {name}"
+
+
+@pytest.mark.django_db
+def test_django_tasks_enqueue_onto_the_queue():
+    result = build_report.enqueue("weekly")
+    job = Job.objects.get(pk=result.id)
+    assert job.handler == "django_task"
+    assert job.queue == "reports"
+    assert job.priority == -50  # Django: higher first; Relay: lower first
+    assert job.payload["args"] == ["weekly"]
+    assert result.status == TaskResultStatus.READY
+    Job.objects.filter(pk=job.pk).update(status=JobStatus.COMPLETED, completed_at=timezone.now())
+    assert build_report.get_result(result.id).status == TaskResultStatus.SUCCESSFUL

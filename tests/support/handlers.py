@@ -1,0 +1,89 @@
+"""Job handlers used by the queue's tests; workers load them through JOB_HANDLER_MODULES."""
+
+import json
+import os
+import signal
+import time
+from typing import Any
+
+from jobs.application.context import JobContext
+from jobs.application.registry import job_handler
+from jobs.domain.errors import AuthFailure, RateLimited, ServerFailure, ValidationFailure
+
+ERRORS = {
+    "server": ServerFailure,
+    "validation": ValidationFailure,
+    "auth": AuthFailure,
+    "value": ValueError,
+}
+
+
+def _record(path: str, **fields: Any) -> None:
+    """Append one JSON line; O_APPEND writes of a line are atomic, so many processes may share the file."""
+    line = (json.dumps(fields) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+@job_handler("test.record")
+def record(payload: dict[str, Any], job: JobContext) -> None:
+    """Write when it started and finished, for counting runs and overlaps."""
+    started = time.time()
+    time.sleep(payload.get("sleep", 0))
+    _record(
+        payload["path"],
+        job=str(job.id),
+        attempt=job.attempt_number,
+        account=job.account_id,
+        pid=os.getpid(),
+        started=started,
+        finished=time.time(),
+        tag=payload.get("tag"),
+    )
+
+
+@job_handler("test.fail")
+def fail(payload: dict[str, Any], job: JobContext) -> None:
+    if "path" in payload:
+        _record(payload["path"], job=str(job.id), attempt=job.attempt_number, at=time.time())
+    if payload.get("succeed_on_attempt") == job.attempt_number:
+        return
+    if payload.get("kind") == "rate_limit":
+        raise RateLimited("slow down", retry_after=payload.get("retry_after"))
+    raise ERRORS[payload.get("kind", "server")](payload.get("message", "it failed"))
+
+
+@job_handler("test.kill_worker")
+def kill_worker(payload: dict[str, Any], job: JobContext) -> None:
+    """Kill the worker process running this job, every time (a poison job)."""
+    _record(payload["path"], job=str(job.id), attempt=job.attempt_number, pid=os.getpid())
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@job_handler("test.spin")
+def spin(payload: dict[str, Any], job: JobContext) -> None:
+    """Burn CPU in Python until stopped: the worker's timeout can interrupt this."""
+    _record(payload["path"], job=str(job.id), attempt=job.attempt_number, event="start")
+    deadline = time.monotonic() + payload.get("seconds", 60)
+    while time.monotonic() < deadline:
+        sum(range(1000))
+    _record(payload["path"], job=str(job.id), attempt=job.attempt_number, event="end")
+
+
+@job_handler("test.block")
+def block(payload: dict[str, Any], job: JobContext) -> None:
+    """Block in C (a sleep a Python exception cannot interrupt): only replacing the process stops it."""
+    _record(payload["path"], job=str(job.id), attempt=job.attempt_number, event="start", pid=os.getpid())
+    time.sleep(payload.get("seconds", 60))
+    _record(payload["path"], job=str(job.id), attempt=job.attempt_number, event="end")
+
+
+def read_records(path) -> list[dict[str, Any]]:
+    try:
+        with open(path) as fh:
+            return [json.loads(line) for line in fh if line.strip()]
+    except FileNotFoundError:
+        return []
