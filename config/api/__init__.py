@@ -7,6 +7,8 @@ pagination  cursor pagination, newest first, page size capped
 throttling  per-token rate limit (429 + Retry-After)
 middleware  body size limit (413) before anything reads the body
 parsers     strict JSON: no NaN, no NUL characters, no lone surrogates, bounded nesting
+serializers StrictSerializer: request bodies that refuse unknown fields, naming them
+converters  <api_id:...>: integer ids that fit a bigint (longer ones are simply 404)
 schema      drf-spectacular glue: bearer auth, problem responses on every operation
 urls        /api/v1/: each app's `api/urls.py`, the schema and the docs
 """

@@ -12,7 +12,7 @@ from accounts.application.tokens import api_token_create
 from jobs.application.queue import enqueue
 from jobs.domain.states import JobStatus
 from jobs.models import Job
-from tests.factories import MembershipFactory, UserFactory
+from tests.factories import MembershipFactory
 
 
 class Caller(APIClient):
@@ -116,13 +116,3 @@ def assert_problem(response, status: int, *, type_: str | None = None) -> dict:
 
 def error_fields(body: dict) -> list[str]:
     return [e["field"] for e in body.get("errors", [])]
-
-
-@pytest.fixture
-def other_member(other_account):
-    return MembershipFactory(account=other_account, role="owner").user
-
-
-@pytest.fixture
-def plain_user(db):
-    return UserFactory()
