@@ -37,7 +37,9 @@ T = TypeVar("T")
 
 class ApiView(GenericAPIView):
     pagination_class = ApiCursorPagination
-    metadata_class = None  # OPTIONS is not part of the API: 405 (the schema describes every endpoint)
+    # OPTIONS and TRACE are not part of the API: 405, and not listed in Allow (the schema describes every endpoint).
+    http_method_names = ["get", "post", "put", "patch", "delete", "head"]
+    metadata_class = None
     ordering: ClassVar[tuple[str, ...]] = ("-created_at", "-id")  # newest first
     filters: ClassVar[FilterSet | None] = None
     # Domain error type -> the problem it is answered as. Merged along the class hierarchy (subclasses first).

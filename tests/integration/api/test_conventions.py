@@ -52,7 +52,15 @@ def test_a_crash_is_a_500_problem_that_reveals_nothing(owner_api, path, caplog):
 def test_method_not_allowed_is_a_405_problem(owner_api):
     response = owner_api.put(CONTACTS, {}, format="json")
     assert_problem(response, 405)
-    assert "GET" in response["Allow"]
+    assert response["Allow"] == "GET, POST, HEAD"
+
+
+@pytest.mark.parametrize("method", ["OPTIONS", "TRACE"])
+def test_options_and_trace_are_not_part_of_the_api(owner_api, contact, method):
+    for path in (CONTACTS, f"{CONTACTS}/{contact.pk}", "/api/v1/jobs", "/api/v1/admin/jobs"):
+        response = owner_api.generic(method, path)
+        assert response.status_code in (403, 405), (method, path)  # the owner is no operator on /admin/
+        assert response["Content-Type"] == "application/problem+json"
 
 
 def test_a_body_that_is_not_json_is_a_415_problem(owner_api):
