@@ -4,7 +4,7 @@ from email.utils import parseaddr
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import validate_email
+from django.core.validators import MinValueValidator, validate_email
 from django.db import models
 
 from accounts.domain.roles import Role
@@ -28,7 +28,7 @@ class Account(models.Model):
     # Runs QUEUED or ACTIVE at once; the next start raises ConcurrentExecutionLimitError.
     max_concurrent_executions = models.PositiveIntegerField(default=100)
     # Jobs running at once across all workers; the claim skips the account beyond it.
-    max_concurrent_jobs = models.PositiveIntegerField(default=10)
+    max_concurrent_jobs = models.PositiveIntegerField(default=10, validators=[MinValueValidator(1)])
     # The From of this account's email; blank: DEFAULT_FROM_EMAIL.
     from_email = models.CharField(
         max_length=254,
@@ -42,6 +42,10 @@ class Account(models.Model):
     class Meta:
         app_label = "accounts"
         ordering = ["name"]
+        constraints = [
+            # 0 would never let the account's jobs run, and would block the claim's lane for everyone.
+            models.CheckConstraint(condition=models.Q(max_concurrent_jobs__gte=1), name="account_runs_a_job"),
+        ]
 
     def __str__(self) -> str:
         return self.name
