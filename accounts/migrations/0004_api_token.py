@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('accounts', '0002_account_from_email'),
+        ('accounts', '0003_account_runs_a_job'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
