@@ -1,6 +1,7 @@
-from django.contrib import admin
+from django.contrib import admin, messages
 
-from accounts.infrastructure.models import Account, Membership
+from accounts.application.tokens import api_token_revoke
+from accounts.infrastructure.models import Account, ApiToken, Membership
 
 
 class MembershipInline(admin.TabularInline):
@@ -15,3 +16,29 @@ class AccountAdmin(admin.ModelAdmin):
     search_fields = ("name", "slug")
     prepopulated_fields = {"slug": ("name",)}
     inlines = [MembershipInline]
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Issued by `manage.py create_api_token` (the secret is printed once); here seen and revoked."""
+
+    list_display = ("prefix", "name", "user", "account", "created_at", "last_used_at", "revoked_at")
+    list_filter = ("account",)
+    search_fields = ("prefix", "name", "user__username", "account__slug")
+    list_select_related = ("user", "account")
+    fields = ("prefix", "name", "user", "account", "created_at", "last_used_at", "revoked_at")
+    readonly_fields = fields
+    actions = ["revoke_tokens"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke_tokens(self, request, queryset):
+        ids = list(queryset.values_list("pk", flat=True))
+        for token_id in ids:
+            api_token_revoke(token_id=token_id)
+        self.message_user(request, f"{len(ids)} token(s) revoked.", messages.SUCCESS)

@@ -202,6 +202,64 @@ WEBHOOK_USER_AGENT = env.str("WEBHOOK_USER_AGENT", default="Relay-Webhooks/1.0")
 # whatever LOG_LEVEL says, since a webhook URL's path or query may hold a token.
 LOGGING["loggers"]["urllib3"] = {"level": "WARNING"}
 
+# --- REST API ---------------------------------------------------------------------
+# /api/v1/ (config/api/): bearer tokens (accounts.ApiToken), problem details for
+# every error, cursor pagination, per-token throttling. DDD_NOTES.md "REST API".
+API_MAX_BODY_BYTES = env.int("API_MAX_BODY_BYTES", default=1024 * 1024)  # larger bodies: 413
+API_PAGE_SIZE = env.int("API_PAGE_SIZE", default=50)  # items per page unless ?page_size= says otherwise
+API_MAX_PAGE_SIZE = env.int("API_MAX_PAGE_SIZE", default=200)  # ?page_size= above this is capped
+API_THROTTLE_RATE = env.str("API_THROTTLE_RATE", default="600/min")  # per token; empty: no limit
+
+# The throttle counts live here: per process by default; point CACHE_URL at a
+# shared cache (e.g. dbcache://relay_cache after `manage.py createcachetable`)
+# when several web processes serve the API.
+CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
+
+INSTALLED_APPS += ["drf_spectacular", "drf_spectacular_sidecar"]
+# Refuse oversized API bodies before anything reads them.
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
+    "config.api.middleware.ApiBodyLimitMiddleware",
+)
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["accounts.api.authentication.BearerTokenAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["accounts.api.permissions.HasAccountPermission"],
+    "DEFAULT_THROTTLE_CLASSES": ["config.api.throttling.TokenRateThrottle"],
+    "DEFAULT_PAGINATION_CLASS": "config.api.pagination.ApiCursorPagination",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["config.api.parsers.StrictJSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "config.api.schema.ApiAutoSchema",
+    "EXCEPTION_HANDLER": "config.api.problems.problem_exception_handler",
+    "UNAUTHENTICATED_USER": None,  # no AnonymousUser: anonymous requests get 401 before any view code
+    "DATETIME_FORMAT": "iso-8601",
+    "PAGE_SIZE": API_PAGE_SIZE,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Relay API",
+    "DESCRIPTION": (
+        "Workflow automation for marketing teams. Authenticate with `Authorization: Bearer <token>` "
+        "(`manage.py create_api_token`). Errors are RFC 9457 problem details (`application/problem+json`). "
+        "Lists are cursor-paginated, newest first."
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_AUTHENTICATION": [],  # the schema and the docs are public: they describe, they hold no data
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+    "COMPONENT_SPLIT_REQUEST": True,  # request and response shapes differ (read-only fields)
+    "SWAGGER_UI_DIST": "SIDECAR",  # Swagger UI served from our static files, no CDN
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "config.api.schema.add_problem_headers",
+    ],
+    "PATH_CONVERTER_OVERRIDES": {"api_id": {"type": "integer", "minimum": 1, "maximum": 10**18 - 1}},
+    "ENUM_NAME_OVERRIDES": {"JobStatusEnum": "jobs.api.serializers.JOB_STATUS_CHOICES"},
+}
+
 # --- Workflows ------------------------------------------------------------------
 # A step's retries are the workflow's own (not the queue's): attempts, first
 # backoff, its cap and jitter. A step's config may override max_attempts and

@@ -1,8 +1,12 @@
 """Operators' view of the queue. Actions call the same services as the API."""
 
+from django import forms
 from django.contrib import admin, messages
+from django.utils import timezone
 
 from jobs.application.operations import JobConflict, job_cancel, job_retry
+from jobs.application.schedules import schedule_problems
+from jobs.domain.schedule import next_tick
 from jobs.domain.states import IllegalJobTransition
 from jobs.infrastructure.models import Job, Schedule
 
@@ -66,8 +70,28 @@ class JobAdmin(admin.ModelAdmin):
             self.message_user(request, line, messages.WARNING)
 
 
+class ScheduleForm(forms.ModelForm):
+    class Meta:
+        model = Schedule
+        fields = ["name", "cron", "handler", "payload", "queue", "priority", "enabled"]
+
+    def clean(self):
+        data = super().clean()
+        if not self.errors:
+            problems = schedule_problems(cron=data["cron"], handler=data["handler"], payload=data.get("payload"))
+            for field, message in problems.items():
+                self.add_error(field, message)
+        return data
+
+
 @admin.register(Schedule)
 class ScheduleAdmin(admin.ModelAdmin):
+    form = ScheduleForm
     list_display = ("name", "cron", "handler", "queue", "enabled", "next_run_at", "last_run_at")
     list_filter = ("enabled",)
     search_fields = ("name", "handler")
+
+    def save_model(self, request, obj, form, change):
+        if not change or "cron" in form.changed_data:
+            obj.next_run_at = next_tick(obj.cron, timezone.now())
+        super().save_model(request, obj, form, change)

@@ -4,7 +4,7 @@ from email.utils import parseaddr
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import validate_email
+from django.core.validators import MinValueValidator, validate_email
 from django.db import models
 
 from accounts.domain.roles import Role
@@ -28,7 +28,7 @@ class Account(models.Model):
     # Runs QUEUED or ACTIVE at once; the next start raises ConcurrentExecutionLimitError.
     max_concurrent_executions = models.PositiveIntegerField(default=100)
     # Jobs running at once across all workers; the claim skips the account beyond it.
-    max_concurrent_jobs = models.PositiveIntegerField(default=10)
+    max_concurrent_jobs = models.PositiveIntegerField(default=10, validators=[MinValueValidator(1)])
     # The From of this account's email; blank: DEFAULT_FROM_EMAIL.
     from_email = models.CharField(
         max_length=254,
@@ -42,6 +42,10 @@ class Account(models.Model):
     class Meta:
         app_label = "accounts"
         ordering = ["name"]
+        constraints = [
+            # 0 would never let the account's jobs run, and would block the claim's lane for everyone.
+            models.CheckConstraint(condition=models.Q(max_concurrent_jobs__gte=1), name="account_runs_a_job"),
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -63,3 +67,33 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} ({self.role}) in {self.account}"
+
+
+class ApiToken(models.Model):
+    """A bearer token for the REST API: a user acting for one account.
+
+    Only the SHA-256 of the secret is stored (accounts.domain.tokens). A token
+    without an account is an operator token and belongs to a superuser; it
+    reaches the operator endpoints only.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    account = models.ForeignKey(Account, null=True, blank=True, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100, blank=True, default="")
+    prefix = models.CharField(max_length=16, db_index=True)  # shown to tell tokens apart; not secret
+    key_hash = models.CharField(max_length=64, unique=True)  # hex SHA-256 of the secret
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)  # refreshed at most once a minute
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        app_label = "accounts"
+        ordering = ["-created_at", "-id"]
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.name or 'unnamed'})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None

@@ -11,6 +11,7 @@ from typing import Any
 
 CONTACT_CREATED = "contact.created"
 CONTACT_UPDATED = "contact.updated"
+CONTACT_DELETED = "contact.deleted"  # published before the row goes, in the same transaction
 TAG_ADDED = "tag.added"
 TAG_REMOVED = "tag.removed"
 

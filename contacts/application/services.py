@@ -1,8 +1,9 @@
 """Contact use cases. Every write goes through here, so every change emits its event."""
 
+from collections.abc import Mapping
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from contacts.application import events
 from contacts.domain.model import ConsentChannel, ConsentSource, ContactError, with_tag, without_tag
@@ -24,23 +25,40 @@ def _check_fields(fields: dict[str, Any]) -> None:
 
 
 @transaction.atomic
-def contact_create(*, account_id: int, **fields: Any) -> Contact:
+def contact_create(
+    *,
+    account_id: int,
+    consent: Mapping[ConsentChannel, bool] | None = None,
+    consent_source: ConsentSource | None = None,
+    **fields: Any,
+) -> Contact:
+    """A new contact. `consent` (e.g. {EMAIL: True} for unsubscribed) is recorded in the same transaction."""
     tags = fields.pop("tags", [])
     _check_fields(fields)
     contact = Contact(account_id=account_id, **fields)
     for tag in tags:
         contact.tags, _ = with_tag(contact.tags, tag)
     contact.full_clean(exclude=["account"])
-    contact.save()
+    _save_unique(contact)
     events.publish(events.ContactEvent(account_id, contact.pk, events.CONTACT_CREATED, {}))
     for tag in contact.tags:
         events.publish(events.ContactEvent(account_id, contact.pk, events.TAG_ADDED, {"tag": tag}))
-    return contact
+    return _apply_consent(contact, consent, consent_source)
 
 
 @transaction.atomic
-def contact_update(*, contact_id: int, fields: dict[str, Any], merge_custom_fields: bool = True) -> Contact:
-    """Set fields; custom fields are merged key by key unless told to replace them."""
+def contact_update(
+    *,
+    contact_id: int,
+    fields: dict[str, Any],
+    merge_custom_fields: bool = True,
+    consent: Mapping[ConsentChannel, bool] | None = None,
+    consent_source: ConsentSource | None = None,
+) -> Contact:
+    """Set fields; custom fields are merged key by key unless told to replace them.
+
+    `consent` changes are recorded (ConsentChange) in the same transaction.
+    """
     _check_fields(fields)
     contact = Contact.objects.select_for_update().get(pk=contact_id)
     changed: list[str] = []
@@ -52,11 +70,43 @@ def contact_update(*, contact_id: int, fields: dict[str, Any], merge_custom_fiel
             changed.append(name)
     if changed:
         contact.full_clean(exclude=["account"])
-        contact.save(update_fields=[*changed, "updated_at"])
+        _save_unique(contact, update_fields=[*changed, "updated_at"])
         events.publish(
             events.ContactEvent(contact.account_id, contact.pk, events.CONTACT_UPDATED, {"changed": changed})
         )
+    return _apply_consent(contact, consent, consent_source)
+
+
+def _save_unique(contact: Contact, update_fields: list[str] | None = None) -> None:
+    """Save; the account's one-contact-per-email constraint becomes a ContactError naming the email."""
+    try:
+        with transaction.atomic():
+            contact.save(update_fields=update_fields)
+    except IntegrityError:
+        if not contact.email:
+            raise
+        raise ContactError("email", "another contact in this account has this email address") from None
+
+
+def _apply_consent(
+    contact: Contact, consent: Mapping[ConsentChannel, bool] | None, source: ConsentSource | None
+) -> Contact:
+    if not consent:
+        return contact
+    if source is None:
+        raise ValueError("a consent change needs its source")
+    for channel, opted_out in consent.items():
+        contact, _ = contact_set_consent(contact_id=contact.pk, channel=channel, opted_out=opted_out, source=source)
     return contact
+
+
+@transaction.atomic
+def contact_delete(*, contact_id: int) -> None:
+    """Delete a contact and its consent history. `contact.deleted` is published first, in the same
+    transaction, so subscribers (the workflow engine) can stop what runs for it."""
+    contact = Contact.objects.select_for_update().get(pk=contact_id)
+    events.publish(events.ContactEvent(contact.account_id, contact.pk, events.CONTACT_DELETED, {}))
+    contact.delete()
 
 
 @transaction.atomic

@@ -1,9 +1,12 @@
 """Contacts' rules: tag spelling and consent. Plain Python."""
 
+import unicodedata
 from dataclasses import dataclass
 from enum import StrEnum
 
 MAX_TAG_LENGTH = 64
+# Control characters and unpaired surrogates: invisible in lists, and NUL cannot be stored in PostgreSQL.
+_UNPRINTABLE = frozenset({"Cc", "Cs"})
 
 
 class ContactError(ValueError):
@@ -24,6 +27,8 @@ def normalize_tag(tag: object) -> str:
         raise ContactError("tag", "must not be blank")
     if len(cleaned) > MAX_TAG_LENGTH:
         raise ContactError("tag", f"must be at most {MAX_TAG_LENGTH} characters")
+    if any(unicodedata.category(ch) in _UNPRINTABLE for ch in cleaned):
+        raise ContactError("tag", "must not contain control characters")
     return cleaned
 
 

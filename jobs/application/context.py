@@ -45,4 +45,8 @@ class JobContext:
         )
         if self.id not in acked:
             raise LeaseLost(f"job {self.id} attempt {self.attempt_number} is no longer held by {self.worker_id}")
+        # Only once the completion is committed; if the transaction rolls back, the worker acknowledges.
+        self._store.connection.on_commit(self._completed)
+
+    def _completed(self) -> None:
         self.completed_in_transaction = True

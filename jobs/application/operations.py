@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 from django.db import IntegrityError, transaction
-from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, QuerySet
+from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Q, QuerySet
 from django.utils import timezone
 
 from jobs.domain.states import JobStatus, check_cancel, check_manual_retry
@@ -33,6 +33,21 @@ def _locked(job_id: UUID | str, account_id: int | None) -> Job:
     except ValueError:
         raise JobNotFound(job_id) from None
     query = Job.objects.select_for_update()
+    if account_id is not None:
+        query = query.filter(account_id=account_id)
+    try:
+        return query.get(pk=pk)
+    except Job.DoesNotExist:
+        raise JobNotFound(job_id) from None
+
+
+def job_get(*, job_id: UUID | str, account_id: int | None = None) -> Job:
+    """One job; with `account_id`, another account's job is not found, exactly as a missing one."""
+    try:
+        pk = job_id if isinstance(job_id, UUID) else UUID(str(job_id))
+    except ValueError:
+        raise JobNotFound(job_id) from None
+    query = Job.objects.select_related("account")
     if account_id is not None:
         query = query.filter(account_id=account_id)
     try:
@@ -125,22 +140,26 @@ def job_list(
 
 
 def job_purge(*, retention_days: float | None, dead_letter_retention_days: float | None, chunk: int = 5000) -> int:
-    """Delete completed (and cancelled) jobs past retention; dead letters only when their retention is set."""
+    """Delete finished jobs past their retention, counted from when they finished.
+
+    Completed and cancelled jobs go after `retention_days`; dead letters (dead, failed) only when
+    `dead_letter_retention_days` is set. created_at narrows the scan by index: a job cannot finish
+    before it was created.
+    """
     now = timezone.now()
+    rules: list[tuple[datetime, Q]] = []
+    if retention_days is not None:
+        cutoff = now - timedelta(days=retention_days)
+        rules.append((cutoff, Q(status=JobStatus.COMPLETED, completed_at__lt=cutoff)))
+        rules.append((cutoff, Q(status=JobStatus.CANCELLED, run_at__lt=cutoff)))
+    if dead_letter_retention_days is not None:
+        cutoff = now - timedelta(days=dead_letter_retention_days)
+        rules.append((cutoff, Q(status__in=[JobStatus.DEAD, JobStatus.FAILED], failed_at__lt=cutoff)))
     deleted = 0
-    rules: list[tuple[list[str], float | None]] = [
-        ([JobStatus.COMPLETED, JobStatus.CANCELLED], retention_days),
-        ([JobStatus.DEAD, JobStatus.FAILED], dead_letter_retention_days),
-    ]
-    for statuses, days in rules:
-        if days is None:
-            continue
-        cutoff = now - timedelta(days=days)
+    for cutoff, finished_before in rules:
         while True:
-            ids = list(
-                Job.objects.filter(status__in=statuses, created_at__lt=cutoff).values_list("pk", flat=True)[:chunk]
-            )
+            ids = list(Job.objects.filter(finished_before, created_at__lt=cutoff).values_list("pk", flat=True)[:chunk])
             if not ids:
                 break
-            deleted += Job.objects.filter(pk__in=ids, status__in=statuses).delete()[0]
+            deleted += Job.objects.filter(finished_before, pk__in=ids).delete()[0]
     return deleted

@@ -11,11 +11,14 @@ import logging
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.utils import timezone
 
 from jobs.application.queue import enqueue
-from jobs.domain.schedule import next_tick, validate_cron
+from jobs.application.registry import is_registered
+from jobs.domain.errors import format_error
+from jobs.domain.schedule import InvalidCron, next_tick, validate_cron
 from jobs.infrastructure.models import Schedule
 
 log = logging.getLogger("relay.worker")
@@ -23,6 +26,20 @@ log = logging.getLogger("relay.worker")
 BUILTIN_SCHEDULES: dict[str, dict[str, Any]] = {
     "relay.purge_jobs": {"cron": "17 * * * *", "handler": "jobs.purge"},
 }
+
+
+def schedule_problems(*, cron: str, handler: str, payload: Any) -> dict[str, str]:
+    """What is wrong with a schedule, by field; empty when it can fire."""
+    problems = {}
+    try:
+        validate_cron(cron)
+    except InvalidCron as exc:
+        problems["cron"] = str(exc)
+    if not is_registered(handler):
+        problems["handler"] = f"no job handler named {handler!r} is registered"
+    if not isinstance(payload, dict):
+        problems["payload"] = "must be a JSON object"
+    return problems
 
 
 def configured_schedules() -> dict[str, dict[str, Any]]:
@@ -33,6 +50,9 @@ def sync_schedules(using: str = "default") -> None:
     """Create or update the schedules named in settings; schedules made in the admin are left alone."""
     now = timezone.now()
     for name, spec in configured_schedules().items():
+        problems = schedule_problems(cron=spec["cron"], handler=spec["handler"], payload=spec.get("payload", {}))
+        if problems:
+            raise ImproperlyConfigured(f"JOB_SCHEDULES[{name!r}]: {problems}")
         cron = validate_cron(spec["cron"])
         defaults = {
             "cron": cron,
@@ -62,8 +82,8 @@ def fire_due_schedules(using: str = "default") -> int:
         tick = schedule.next_run_at
         try:
             fired += _fire(schedule, tick, now, using)
-        except (LookupError, ValueError) as exc:  # an unknown handler or a bad payload: say so, keep going
-            log.error("schedule %s cannot fire: %s", schedule.name, exc)
+        except Exception as exc:  # one broken schedule (edited by hand) must not stop the others
+            log.error("schedule %s cannot fire: %s", schedule.name, format_error(exc))
     return fired
 
 

@@ -1,17 +1,19 @@
 """The worker: claim due jobs in batches, run them, acknowledge them, stop cleanly.
 
-One process = one worker id. Its main thread supervises: signals, lease
-rescue, cron schedules, execution deadlines. `concurrency` executor threads
-each loop over:
+One process = one worker id. `concurrency` executor threads each loop over:
 
     claim a batch (one statement)  ->  run each handler  ->  acknowledge the
     completed ones (one statement); a failure is written at once, as a retry
     with backoff, a permanent failure, or dead.
 
-An idle executor sleeps until a committed enqueue wakes it (LISTEN/NOTIFY on
-PostgreSQL) or the poll interval passes. SIGTERM/SIGINT: stop claiming, let
-running jobs finish within the grace period, put the rest back to pending
-without counting the attempt.
+Each executor runs the queue's statements on a private connection and its
+handlers on the thread's ordinary one, so nothing a handler does to its
+connection reaches the queue. An idle executor sleeps until a committed
+enqueue wakes it (LISTEN/NOTIFY on PostgreSQL) or the poll interval passes.
+A maintenance thread rescues jobs of dead workers and fires cron schedules.
+The main thread touches no database in normal operation: it handles signals
+and execution deadlines. SIGTERM/SIGINT: stop claiming, let running jobs
+finish within the grace period, put the rest back to pending uncounted.
 """
 
 from __future__ import annotations
@@ -25,28 +27,36 @@ import socket
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from django.db import DatabaseError, connections
+from django.db import Error as DatabaseError
+from django.db import connections
 
 from jobs.application.config import QueueConfig
 from jobs.application.context import JobContext
 from jobs.application.registry import UnknownHandler, get_handler
 from jobs.domain.errors import JobTimeout, LeaseLost, PermanentError, classify, format_error
-from jobs.domain.states import JobStatus
 from jobs.infrastructure.listener import NotificationListener
-from jobs.infrastructure.store import ClaimedJob, Finished, JobStore, get_store
+from jobs.infrastructure.store import ClaimedJob, Finished, JobStore, private_connection, store_for
 
 log = logging.getLogger("relay.worker")
 
 BATCH_TARGET_SECONDS = 0.05  # claim about as many jobs as one executor finishes in this time
-RESTART_EXIT_CODE = 75
+ACK_DELAY_SECONDS = 0.05  # a completed job waits at most this long (plus one job) for its acknowledgement
+QUEUE_STATEMENT_TIMEOUT = 30.0  # the queue's own statements never hang a worker
+QUEUE_LOCK_TIMEOUT = 10.0
 
 
 def new_worker_id() -> str:
     """Unique per process start, so a restarted process never inherits its predecessor's leases."""
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+class _Interrupt(BaseException):
+    """Raised inside a handler's thread at its deadline. A BaseException, so `except Exception` in a
+    handler cannot swallow it."""
 
 
 class WorkSignal:
@@ -75,11 +85,24 @@ class WorkSignal:
 
 @dataclass
 class _Running:
+    """What one executor's handler is doing, for the main thread's deadline checks."""
+
     job: ClaimedJob
     thread_id: int
+    handler_connection: object
+    claimed_at: float  # monotonic
     deadline: float  # monotonic: the handler is interrupted here
     hard_deadline: float  # monotonic: past this the process replaces itself
     interrupted: bool = False
+    returned: bool = False
+
+
+@dataclass
+class _Executor:
+    index: int
+    thread: threading.Thread | None = None
+    running: _Running | None = None
+    acks: list[Finished] = field(default_factory=list)  # completed, not yet acknowledged
 
 
 class Worker:
@@ -101,19 +124,19 @@ class Worker:
         self.worker_id = new_worker_id()
         self.stopping = threading.Event()
         self.signal = WorkSignal(self.concurrency)
-        self._running: dict[int, _Running] = {}  # executor index -> what it runs now
         self._lock = threading.Lock()
         self._busy = 0  # executors holding a batch (burst mode exits when none are)
         self._restart = False
-        self._listener: NotificationListener | None = None
-        self._executors: list[threading.Thread] = []
         self._install_signals = install_signal_handlers
+        self._listener: NotificationListener | None = None
+        self._executors = [_Executor(i) for i in range(self.concurrency)]
 
     # --- the main thread ---------------------------------------------------------
     def run(self) -> int:
-        self._install_signal_handlers()
-        store = get_store(self.using)
-        if store.vendor == "postgresql" and not self.burst:
+        if self._install_signals and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self.stop)
+            signal.signal(signal.SIGINT, self.stop)
+        if connections[self.using].vendor == "postgresql" and not self.burst:
             self._listener = NotificationListener(
                 connections[self.using], self.queues, on_wake=self.signal.wake, on_connect=self.signal.wake_all
             )
@@ -125,158 +148,213 @@ class Worker:
             self.concurrency,
             self.burst,
         )
-        for index in range(self.concurrency):
-            thread = threading.Thread(target=self._executor, args=(index,), name=f"executor-{index}", daemon=True)
-            thread.start()
-            self._executors.append(thread)
+        threading.Thread(target=self._maintenance, name="maintenance", daemon=True).start()
+        for executor in self._executors:
+            executor.thread = threading.Thread(
+                target=self._executor, args=(executor,), name=f"executor-{executor.index}", daemon=True
+            )
+            executor.thread.start()
 
-        from jobs.application.schedules import fire_due_schedules
-
-        next_maintenance = 0.0
         tick = min(0.1, self.config.poll_interval)
         while not self.stopping.is_set():
-            now = time.monotonic()
-            if now >= next_maintenance:
-                self._maintain(store, fire_due_schedules)
-                next_maintenance = now + max(0.5, self.config.poll_interval)
             self._enforce_deadlines()
-            if self.burst and not any(t.is_alive() for t in self._executors):
+            if self.burst and not any(e.thread.is_alive() for e in self._executors):
                 break
             self.stopping.wait(tick)
-        return self._shutdown(store)
+        return self._shutdown()
 
-    def stop(self, *_: object) -> None:
+    def stop(self, signum: int | None = None, frame: object = None) -> None:
+        if signum is not None and self._restart:  # a signal during a restart: the supervisor wants us gone
+            self._restart = False
         if not self.stopping.is_set():
             log.info("worker %s stopping: no new claims; grace %.0f s", self.worker_id, self.config.shutdown_grace)
         self.stopping.set()
         self.signal.wake_all()
 
-    def _install_signal_handlers(self) -> None:
-        if self._install_signals and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self.stop)
-            signal.signal(signal.SIGINT, self.stop)
-
-    def _maintain(self, store: JobStore, fire_due_schedules) -> None:
-        """Rescue jobs whose worker died, and fire due cron schedules. Any worker may do it; it is idempotent."""
-        try:
-            for job_id, status, _queue in store.rescue_expired():
-                log.warning("job %s lease expired; rescued to %s (the attempt counts)", job_id, status)
-            fire_due_schedules(using=self.using)
-        except DatabaseError as exc:
-            log.warning("maintenance failed, will retry: %s", format_error(exc))
-            connections[self.using].close()
-
     def _enforce_deadlines(self) -> None:
         now = time.monotonic()
         with self._lock:
-            overdue = [r for r in self._running.values() if now >= r.deadline]
+            overdue = [e.running for e in self._executors if e.running and now >= e.running.deadline]
             for running in overdue:
-                if not running.interrupted:
+                if not running.interrupted and not running.returned:
                     running.interrupted = True
-                    _raise_in_thread(running.thread_id, JobTimeout)
+                    _raise_in_thread(running.thread_id, _Interrupt)
+                    _cancel_query(running.handler_connection)
         for running in overdue:
-            if now >= running.hard_deadline and not self._restart:
-                # The handler ignored the interruption (blocked in C code): record the failed attempt
-                # now, while this worker still holds the lease, then replace the process.
-                log.error(
-                    "job %s (%s) did not stop after its timeout; this worker restarts",
-                    running.job.id,
-                    running.job.handler,
-                )
-                self._record_failure(
-                    get_store(self.using), running.job, JobTimeout(self._timeout_message()), time.time()
-                )
-                self._restart = True
-                self.stop()
+            if now >= running.hard_deadline and not self._restart and not self.stopping.is_set():
+                self._replace_process(running)
 
-    def _shutdown(self, store: JobStore) -> int:
+    def _replace_process(self, running: _Running) -> None:
+        """The handler ignored its interruption (blocked in C code): record the failed attempt while this
+        worker still holds the lease, due again no sooner than the lease's end, then replace the process."""
+        log.error(
+            "job %s (%s) did not stop after its timeout; this worker restarts", running.job.id, running.job.handler
+        )
+        lease_left = running.claimed_at + self.config.lease_seconds - time.monotonic()
+        try:
+            store = self._private_store(statement_seconds=5, lock_seconds=2)
+            self._record_failure(
+                store, running.job, JobTimeout(self._timeout_message()), time.time(), not_before=lease_left
+            )
+            store.connection.close()
+        except DatabaseError as exc:  # the lease will pass and the job be rescued, the attempt counted
+            log.error("could not record the timeout of job %s: %s", running.job.id, format_error(exc))
+        self._restart = True
+        self.stop()
+
+    def _shutdown(self) -> int:
         self.stopping.set()
         self.signal.wake_all()
-        grace = self.config.shutdown_grace
-        if self._restart:
-            grace = min(grace, self.config.lease_margin / 3)
-        deadline = time.monotonic() + grace
-        for thread in self._executors:
-            thread.join(max(0.0, deadline - time.monotonic()))
+        grace = min(self.config.shutdown_grace, self.config.lease_margin / 3) if self._restart else None
+        deadline = time.monotonic() + (self.config.shutdown_grace if grace is None else grace)
+        for executor in self._executors:
+            executor.thread.join(max(0.0, deadline - time.monotonic()))
+        stuck = [e for e in self._executors if e.thread.is_alive()]
+        if stuck:  # past the grace: interrupt what still runs, give it a moment to unwind
+            with self._lock:
+                for e in stuck:
+                    if e.running and not e.running.returned:
+                        _raise_in_thread(e.running.thread_id, _Interrupt)
+                        _cancel_query(e.running.handler_connection)
+            for e in stuck:
+                e.thread.join(1.0)
         if self._listener:
             self._listener.stop()
+        self._finish_leftovers(still_running=any(e.thread.is_alive() for e in self._executors))
+        log.info("worker %s stopped", self.worker_id)
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if self._restart:
+            os.execv(sys.executable, sys.orig_argv)  # noqa: S606 - replace this process with a fresh one
+        if any(e.thread.is_alive() for e in self._executors):
+            os._exit(0)  # a handler still runs in a thread: leave now, before it can do anything more
+        return 0
+
+    def _finish_leftovers(self, *, still_running: bool) -> None:
+        """Acknowledge what finished, then put back what did not, uncounted. A handler that may still be
+        running gets its job back a little later, so no other worker starts it before this process is gone."""
+        with self._lock:
+            acks = [a for e in self._executors for a in e.acks]
+            for e in self._executors:
+                e.acks.clear()
         try:
-            released = store.release(self.worker_id)
-        except DatabaseError as exc:  # the leases will expire and the jobs be rescued
+            store = self._private_store(statement_seconds=10, lock_seconds=5)
+            if acks:
+                self._acknowledge(store, acks)
+            released = store.release(self.worker_id, delay=2.0 if still_running else 0.0)
+            store.connection.close()
+        except DatabaseError as exc:  # the leases will pass and the jobs be rescued
             log.error("could not release running jobs: %s", format_error(exc))
-            released = []
+            return
         for job_id in released:
             log.info("job %s released to pending (shutdown; the attempt does not count)", job_id)
-        log.info("worker %s stopped", self.worker_id)
-        if self._restart:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os.execv(sys.executable, [sys.executable, *sys.argv])  # noqa: S606 - replace this process
-        return 0
 
     def _timeout_message(self) -> str:
         return f"handler exceeded JOB_EXECUTION_TIMEOUT ({self.config.execution_timeout:g} s)"
 
+    def _private_store(self, *, statement_seconds: float, lock_seconds: float) -> JobStore:
+        return store_for(private_connection(self.using, statement_seconds=statement_seconds, lock_seconds=lock_seconds))
+
+    # --- maintenance thread ---------------------------------------------------------
+    def _maintenance(self) -> None:
+        """Rescue jobs whose worker died, and fire due cron schedules. Any worker may; both are idempotent."""
+        from jobs.application.schedules import fire_due_schedules
+
+        store = None
+        while not self.stopping.is_set():
+            try:
+                if store is None:
+                    store = self._private_store(statement_seconds=QUEUE_STATEMENT_TIMEOUT, lock_seconds=2)
+                for job_id, status, _queue in store.rescue_expired():
+                    log.warning("job %s lease expired; rescued to %s (the attempt counts)", job_id, status)
+                fire_due_schedules(using=self.using)
+            except Exception as exc:  # never let maintenance take the worker down
+                log.warning("maintenance failed, will retry: %s", format_error(exc))
+                if store is not None:
+                    store.connection.close()
+                    store = None
+                connections[self.using].close()
+            self.stopping.wait(max(0.5, self.config.poll_interval))
+        if store is not None:
+            store.connection.close()
+        connections[self.using].close()
+
     # --- executor threads ---------------------------------------------------------
-    def _executor(self, index: int) -> None:
-        store = get_store(self.using)
+    def _executor(self, executor: _Executor) -> None:
+        store: JobStore | None = None
         duration = 0.0  # moving average of a job's run time, sizes the next claim
         failures = 0
         try:
             while not self.stopping.is_set():
-                limit = _batch_limit(duration, self.config.batch_size)
-                with self._lock:
-                    self._busy += 1
                 try:
-                    batch = store.claim(self.worker_id, self.queues, limit, self.config.lease_seconds)
-                    failures = 0
-                except DatabaseError as exc:
+                    if store is None:
+                        store = self._private_store(
+                            statement_seconds=QUEUE_STATEMENT_TIMEOUT, lock_seconds=QUEUE_LOCK_TIMEOUT
+                        )
                     with self._lock:
-                        self._busy -= 1
+                        self._busy += 1
+                    try:
+                        batch = store.claim(
+                            self.worker_id,
+                            self.queues,
+                            _batch_limit(duration, self.config.batch_size),
+                            self.config.lease_seconds,
+                        )
+                        if batch:
+                            duration = self._run_batch(store, executor, batch, duration)
+                    finally:
+                        with self._lock:
+                            self._busy -= 1
+                    failures = 0
+                except Exception as exc:
                     failures += 1
-                    log.warning("claim failed (%s); reconnecting", format_error(exc))
-                    connections[self.using].close()
-                    self.stopping.wait(min(10.0, 0.2 * 2**failures))
+                    log.warning("executor %d: %s; reconnecting", executor.index, format_error(exc))
+                    if store is not None:
+                        store.connection.close()
+                        store = None
+                    self.stopping.wait(min(10.0, 0.1 * 2**failures))
                     continue
                 if not batch:
                     with self._lock:
-                        self._busy -= 1
                         others_busy = self._busy > 0
                     if self.burst and not others_busy:
                         return
                     self.signal.wait(0.05 if self.burst else self.config.poll_interval)
-                    continue
-                try:
-                    duration = self._run_batch(store, index, batch, duration)
-                finally:
-                    with self._lock:
-                        self._busy -= 1
         finally:
+            if store is not None:
+                try:
+                    self._flush_acks(store, executor)
+                finally:
+                    store.connection.close()
             connections[self.using].close()
 
-    def _run_batch(self, store: JobStore, index: int, batch: list[ClaimedJob], duration: float) -> float:
-        done: list[Finished] = []
+    def _run_batch(self, store: JobStore, executor: _Executor, batch: list[ClaimedJob], duration: float) -> float:
         claimed_at = time.monotonic()
         for position, job in enumerate(batch):
             if self.stopping.is_set() or (position and time.monotonic() - claimed_at > self._hold_limit()):
                 # Give back what this executor did not start: to other workers, or to the next start.
+                self._flush_acks(store, executor)
                 store.release(self.worker_id, [j.id for j in batch[position:]])
                 break
-            started = time.time()
-            finished = self._run_job(store, index, job, started, claimed_at)
+            if executor.acks and time.time() - executor.acks[0].finished > ACK_DELAY_SECONDS:
+                self._flush_acks(store, executor)
+            finished = self._run_job(store, executor, job, claimed_at)
             if finished is not None:
-                done.append(finished)
+                with self._lock:
+                    executor.acks.append(finished)
                 duration = 0.8 * duration + 0.2 * (finished.finished - finished.started)
-        self._acknowledge(store, done)
+        self._flush_acks(store, executor)
         return duration
 
     def _hold_limit(self) -> float:
         """How long an executor may keep claimed jobs it has not started."""
         return min(1.0, self.config.lease_margin / 4)
 
-    def _run_job(
-        self, store: JobStore, index: int, job: ClaimedJob, started: float, claimed_at: float
-    ) -> Finished | None:
+    def _run_job(self, store: JobStore, executor: _Executor, job: ClaimedJob, claimed_at: float) -> Finished | None:
+        started = time.time()
+        handler_connection = connections[self.using]
         context = JobContext(
             id=job.id,
             handler=job.handler,
@@ -286,40 +364,61 @@ class Worker:
             account_id=job.account_id,
             worker_id=self.worker_id,
             started=started,
-            _store=store,
+            _store=store_for(handler_connection),
         )
-        timeout = self.config.execution_timeout
         now = time.monotonic()
-        deadline = min(now + timeout, claimed_at + timeout + self._hold_limit())
-        running = _Running(job, threading.get_ident(), deadline, deadline + self.config.lease_margin / 3)
+        deadline = min(
+            now + self.config.execution_timeout, claimed_at + self.config.execution_timeout + self._hold_limit()
+        )
+        running = _Running(
+            job,
+            threading.get_ident(),
+            handler_connection,
+            claimed_at,
+            deadline,
+            deadline + self.config.lease_margin / 3,
+        )
         error: BaseException | None = None
         try:
-            handler = get_handler(job.handler)
-            with self._lock:
-                self._running[index] = running
             try:
+                handler = get_handler(job.handler)
+                with self._lock:
+                    executor.running = running
                 handler(job.payload, context)
+                running.returned = True
             finally:
                 with self._lock:
-                    self._running.pop(index, None)
+                    executor.running = None
                     if running.interrupted:
-                        _raise_in_thread(running.thread_id, None)  # cancel a timeout that came too late
-        except JobTimeout:
-            error = JobTimeout(self._timeout_message())
+                        _raise_in_thread(running.thread_id, None)  # cancel an interruption that came too late
+        except _Interrupt:
+            with self._lock:  # it may have landed inside the cleanup above
+                executor.running = None
+            if not running.returned:  # a late interruption of a handler that had finished is ignored
+                error = JobTimeout(self._timeout_message())
         except UnknownHandler as exc:
             error = PermanentError(str(exc))
         except LeaseLost as exc:
             log.warning("job %s %s: %s; its outcome is discarded", job.id, job.handler, exc)
+            _reset_handler_connection(handler_connection)
             return None
         except Exception as exc:
             error = exc
         if error is not None:
+            _reset_handler_connection(handler_connection, force=True)
             self._record_failure(store, job, error, started)
             return None
+        if _reset_handler_connection(handler_connection):
+            log.error("job %s %s left a transaction open; it was rolled back", job.id, job.handler)
         if context.completed_in_transaction:
             log.info("job %s %s completed in %.1f ms", job.id, job.handler, (time.time() - started) * 1000)
             return None
         return Finished(job.id, job.attempt_number, started, time.time())
+
+    def _flush_acks(self, store: JobStore, executor: _Executor) -> None:
+        with self._lock:
+            done, executor.acks = executor.acks, []
+        self._acknowledge(store, done)
 
     def _acknowledge(self, store: JobStore, done: list[Finished]) -> None:
         if not done:
@@ -330,7 +429,7 @@ class Worker:
             # Unacknowledged jobs stay running until their lease passes, then are rescued and re-run:
             # at-least-once, never lost.
             log.error("could not acknowledge %d completed jobs: %s", len(done), format_error(exc))
-            connections[self.using].close()
+            store.connection.close()
             return
         for finished in done:
             if finished.id in acked:
@@ -343,13 +442,16 @@ class Worker:
             else:
                 log.warning("job %s completion refused: this worker no longer holds its lease", finished.id)
 
-    def _record_failure(self, store: JobStore, job: ClaimedJob, exc: BaseException, started: float) -> None:
+    def _record_failure(
+        self, store: JobStore, job: ClaimedJob, exc: BaseException, started: float, not_before: float = 0.0
+    ) -> None:
         error = classify(exc)
         decision = self.config.retry.decide(
             attempt_number=job.attempt_number, error=error, max_attempts=job.max_attempts
         )
-        if decision.status is not JobStatus.FAILED or not isinstance(exc, PermanentError):
-            log.debug("job %s raised", job.id, exc_info=exc)  # the stack trace goes to the log only
+        delay = decision.delay if decision.delay is None else max(decision.delay, not_before)
+        if log.isEnabledFor(logging.DEBUG):  # frames only: exception messages may carry secrets
+            log.debug("job %s raised %s at\n%s", job.id, error.message, "".join(traceback.format_tb(exc.__traceback__)))
         try:
             written = store.fail(
                 self.worker_id,
@@ -357,12 +459,12 @@ class Worker:
                 job.attempt_number,
                 status=decision.status.value,
                 error=error.message,
-                delay=decision.delay,
+                delay=delay,
                 started=started,
             )
         except DatabaseError as exc2:
             log.error("could not record failure of job %s: %s", job.id, format_error(exc2))
-            connections[self.using].close()
+            store.connection.close()
             return
         if not written:
             log.warning("job %s failure not recorded: this worker no longer holds its lease", job.id)
@@ -374,7 +476,7 @@ class Worker:
                 job.attempt_number,
                 job.max_attempts,
                 error.category,
-                decision.delay,
+                delay,
                 error.message,
             )
         else:
@@ -402,3 +504,33 @@ def _raise_in_thread(thread_id: int, exc_type: type[BaseException] | None) -> No
     ctypes.pythonapi.PyThreadState_SetAsyncExc(
         ctypes.c_ulong(thread_id), ctypes.py_object(exc_type) if exc_type else None
     )
+
+
+def _cancel_query(connection) -> None:
+    """Cancel the statement a handler's connection is running, so an interruption is not stuck in SQL."""
+    raw = getattr(connection, "connection", None)
+    if raw is None:
+        return
+    try:
+        if connection.vendor == "postgresql":
+            raw.cancel_safe(timeout=2.0)
+        elif connection.vendor == "sqlite":
+            raw.interrupt()
+    except Exception as exc:
+        log.debug("could not cancel a handler's query: %s", format_error(exc))
+
+
+def _reset_handler_connection(connection, *, force: bool = False) -> bool:
+    """Leave the handler's connection clean for the next job. True when it had a transaction left open."""
+    leaked = connection.in_atomic_block or (connection.connection is not None and not connection.autocommit)
+    if leaked:  # forget the abandoned atomic blocks, so close() really closes (and rolls back)
+        connection.in_atomic_block = False
+        connection.savepoint_ids = []
+        connection.needs_rollback = False
+        connection.closed_in_transaction = False
+        connection.atomic_blocks = []
+    if leaked or force:
+        connection.close()  # rolls back whatever the handler left open; the next job reconnects
+    else:
+        connection.close_if_unusable_or_obsolete()
+    return leaked

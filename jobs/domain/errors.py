@@ -115,9 +115,17 @@ def classify(exc: BaseException) -> ClassifiedError:
 _URL = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.\-]{0,15})://(?:[^\s/?#@'\"<>]*@)?([^\s/?#'\"<>]+)[^\s'\"<>]*")
 
 
+# A path given without scheme and host after "url" (urllib3: "Max retries exceeded with url: /hook/T0/SECRET").
+_BARE_PATH = re.compile(r"(\burl['\"]?\s*[:=]\s*['\"]?)/[^\s'\"<>]*", re.IGNORECASE)
+# Whatever query string is left.
+_QUERY = re.compile(r"\?[^\s'\"<>?]*=[^\s'\"<>]*")
+
+
 def redact_urls(text: str) -> str:
     """Cut every URL to scheme and host: paths, queries and credentials often carry tokens."""
-    return _URL.sub(lambda m: f"{m.group(1)}://{m.group(2)}", text)
+    text = _URL.sub(lambda m: f"{m.group(1)}://{m.group(2)}", text)
+    text = _BARE_PATH.sub(lambda m: f"{m.group(1)}/…", text)
+    return _QUERY.sub("?…", text)
 
 
 def format_error(exc: BaseException) -> str:

@@ -5,8 +5,14 @@ releases jobs through these functions, in batches. There is one dialect per
 database: PostgreSQL in production (FOR UPDATE SKIP LOCKED, LISTEN/NOTIFY,
 the database clock, so workers on many hosts agree on leases) and SQLite for
 a laptop (a conditional UPDATE under SQLite's single writer lock, the host
-clock). PostgreSQL's clock is read with statement_timestamp(), not now(),
-which would be frozen at the start of a caller's long transaction.
+clock). PostgreSQL's clock is read with statement_timestamp() or
+clock_timestamp(), never now(), which is frozen at the start of a caller's
+long transaction.
+
+A store works on one Django connection. The worker gives each executor a
+private connection for the queue's own statements, apart from the one its
+handlers use, so nothing a handler does to its connection (a transaction
+left open, a broken socket) can reach the queue.
 
 Every write that finishes an attempt is a compare-and-set on
 (id, attempt_number, worker_id, status = running): a worker that lost its
@@ -15,15 +21,18 @@ lease can never overwrite a newer attempt.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from django.db import connections, transaction
+from django.db import connections
+from django.db.utils import load_backend
 from django.utils import timezone
 
 NOTIFY_CHANNEL = "relay_jobs"
@@ -66,28 +75,34 @@ class Finished:
     finished: float
 
 
+class ClaimInsideTransaction(RuntimeError):
+    """A claim must commit on its own: inside a caller's transaction it would hold the claim lock."""
+
+
 def _uuid(value: Any) -> UUID:
     return value if isinstance(value, UUID) else UUID(str(value))
 
 
 class JobStore:
-    """The queue's statements for one database alias."""
+    """The queue's statements, on one Django database connection."""
 
     vendor = ""
+    BEGIN = "BEGIN"
 
-    def __init__(self, using: str = "default") -> None:
-        self.using = using
-
-    @property
-    def connection(self):  # the calling thread's connection
-        return connections[self.using]
+    def __init__(self, connection) -> None:
+        self.connection = connection
 
     # Implemented per dialect --------------------------------------------------
-    def insert(self, jobs: Sequence[NewJob]) -> dict[UUID, UUID]: ...
-    def claim(
-        self, worker_id: str, queues: Sequence[str] | None, limit: int, lease_seconds: float
-    ) -> list[ClaimedJob]: ...
-    def complete(self, worker_id: str, done: Sequence[Finished]) -> set[UUID]: ...
+    def insert(self, jobs: Sequence[NewJob]) -> dict[UUID, UUID]:
+        """Insert jobs; map each requested id to the id that holds it (itself, or the unfinished key holder)."""
+        raise NotImplementedError
+
+    def claim(self, worker_id: str, queues: Sequence[str] | None, limit: int, lease_seconds: float) -> list[ClaimedJob]:
+        raise NotImplementedError
+
+    def complete(self, worker_id: str, done: Sequence[Finished]) -> set[UUID]:
+        raise NotImplementedError
+
     def fail(
         self,
         worker_id: str,
@@ -98,16 +113,44 @@ class JobStore:
         error: str,
         delay: float | None,
         started: float,
-    ) -> bool: ...
-    def release(self, worker_id: str, job_ids: Sequence[UUID] | None = None) -> list[UUID]: ...
-    def rescue_expired(self) -> list[tuple[UUID, str, str]]: ...
-    def notify(self, queues: Counter[str]) -> None: ...
+    ) -> bool:
+        raise NotImplementedError
+
+    def release(self, worker_id: str, job_ids: Sequence[UUID] | None = None, delay: float = 0.0) -> list[UUID]:
+        """Put running jobs back to pending without counting the attempt (due after `delay` seconds)."""
+        raise NotImplementedError
+
+    def rescue_expired(self) -> list[tuple[UUID, str, str]]:
+        """Jobs whose lease passed (their worker died): pending again, the attempt counted; dead on the last."""
+        raise NotImplementedError
+
+    def notify(self, queues: Counter[str]) -> None:
+        raise NotImplementedError
 
     # Shared ---------------------------------------------------------------------
     def _rows(self, sql: str, params: Any) -> list[tuple]:
         with self.connection.cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.fetchall() if cursor.description else []
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """A transaction of its own, or the caller's if one is open (then commit is the caller's)."""
+        connection = self.connection
+        if connection.in_atomic_block:
+            yield
+            return
+        with connection.cursor() as cursor:
+            cursor.execute(self.BEGIN)
+            try:
+                yield
+            except BaseException:
+                try:
+                    cursor.execute("ROLLBACK")
+                except Exception:
+                    connection.close()
+                raise
+            cursor.execute("COMMIT")
 
 
 class PostgresJobStore(JobStore):
@@ -135,6 +178,9 @@ class PostgresJobStore(JobStore):
         SELECT id, (SELECT count(*) FROM woken) FROM ins
     """
 
+    # The claim is the function relay_claim_jobs() in sql/claim_jobs.sql.
+    CLAIM = "SELECT * FROM relay_claim_jobs(%s, %s::text[], %s, %s)"
+
     COMPLETE = """
         UPDATE jobs_job j
         SET status = 'completed', started_at = to_timestamp(done.started),
@@ -157,48 +203,60 @@ class PostgresJobStore(JobStore):
     """
 
     RELEASE = """
-        UPDATE jobs_job
-        SET status = 'pending', attempt_number = attempt_number - 1, lease_expires_at = NULL
-        WHERE status = 'running' AND worker_id = %(worker)s {id_filter}
-        RETURNING id, queue
+        WITH released AS (
+            UPDATE jobs_job
+            SET status = 'pending', attempt_number = attempt_number - 1, lease_expires_at = NULL,
+                run_at = statement_timestamp() + make_interval(secs => %(delay)s::float8)
+            WHERE status = 'running' AND worker_id = %(worker)s {id_filter}
+            RETURNING id, queue
+        ),
+        woken AS (
+            SELECT pg_notify('relay_jobs', queue || ' ' || count(*)) FROM released
+            WHERE %(delay)s::float8 = 0 GROUP BY queue
+        )
+        SELECT id, (SELECT count(*) FROM woken) FROM released
     """
 
     RESCUE = """
-        UPDATE jobs_job
-        SET status = CASE WHEN attempt_number >= max_attempts THEN 'dead' ELSE 'pending' END,
-            failed_at = statement_timestamp(), lease_expires_at = NULL,
-            error_message = 'LeaseExpired: worker ' || worker_id
-                            || ' stopped before finishing attempt ' || attempt_number
-        WHERE status = 'running' AND lease_expires_at < statement_timestamp()
-        RETURNING id, status, queue
+        WITH expired AS (
+            SELECT id FROM jobs_job
+            WHERE status = 'running' AND lease_expires_at < clock_timestamp()
+            FOR UPDATE SKIP LOCKED
+        ),
+        rescued AS (
+            UPDATE jobs_job j
+            SET status = CASE WHEN j.attempt_number >= j.max_attempts THEN 'dead' ELSE 'pending' END,
+                failed_at = clock_timestamp(), lease_expires_at = NULL,
+                error_message = 'LeaseExpired: worker ' || j.worker_id
+                                || ' stopped before finishing attempt ' || j.attempt_number
+            FROM expired
+            WHERE j.id = expired.id
+            RETURNING j.id, j.status, j.queue
+        ),
+        woken AS (
+            SELECT pg_notify('relay_jobs', queue || ' ' || count(*)) FROM rescued
+            WHERE status = 'pending' GROUP BY queue
+        )
+        SELECT id, status, queue, (SELECT count(*) FROM woken) FROM rescued
     """
 
     def insert(self, jobs: Sequence[NewJob]) -> dict[UUID, UUID]:
-        columns = list(
-            zip(
-                *(
-                    (
-                        j.id,
-                        j.queue,
-                        j.handler,
-                        j.payload,
-                        j.priority,
-                        j.run_at,
-                        j.max_attempts,
-                        j.account_id,
-                        j.created_by_id,
-                        j.unique_key,
-                    )
-                    for j in jobs
-                ),
-                strict=True,
-            )
-        )
-        inserted = {_uuid(row[0]) for row in self._rows(self.INSERT, [list(c) for c in columns])}
+        columns = [
+            [j.id for j in jobs],
+            [j.queue for j in jobs],
+            [j.handler for j in jobs],
+            [j.payload for j in jobs],
+            [j.priority for j in jobs],
+            [j.run_at for j in jobs],
+            [j.max_attempts for j in jobs],
+            [j.account_id for j in jobs],
+            [j.created_by_id for j in jobs],
+            [j.unique_key for j in jobs],
+        ]
+        inserted = {_uuid(row[0]) for row in self._rows(self.INSERT, columns)}
         return self._resolve_conflicts(jobs, inserted)
 
     def _resolve_conflicts(self, jobs: Sequence[NewJob], inserted: set[UUID]) -> dict[UUID, UUID]:
-        """Map each requested id to the id that now holds it: itself, or the unfinished job with its key."""
         result = {j.id: j.id for j in jobs if j.id in inserted}
         missing = [j for j in jobs if j.id not in inserted]
         if missing:
@@ -218,22 +276,20 @@ class PostgresJobStore(JobStore):
         return result
 
     def claim(self, worker_id: str, queues: Sequence[str] | None, limit: int, lease_seconds: float) -> list[ClaimedJob]:
-        """Claim through relay_claim_jobs() (sql/claim_jobs.sql), in one message and one round trip.
+        """Claim through relay_claim_jobs(), in one message and one round trip.
 
-        The claim commits asynchronously: should the database server crash
-        within the next few hundred milliseconds, a lost claim only puts its
-        jobs back to pending, as a dead worker would, while every completion
-        and every handler's own writes stay durable.
+        The claim commits asynchronously (it saves a disk flush on the pickup
+        path). A claim lost in a database server crash returns its jobs to
+        pending, as a dead worker would; a handler's own commit (and so
+        `mark_completed`) flushes the log up to and including its claim first.
         """
-        params = [worker_id, list(queues) if queues else None, limit, lease_seconds]
-        call = "SELECT * FROM relay_claim_jobs(%s, %s::text[], %s, %s)"
         connection = self.connection
+        if connection.in_atomic_block:
+            raise ClaimInsideTransaction("claim jobs outside any transaction")
+        params = [worker_id, list(queues) if queues else None, limit, lease_seconds]
         with connection.cursor() as cursor:
-            if connection.in_atomic_block:  # inside a caller's transaction: stay in it
-                cursor.execute(call, params)
-                return _claimed(cursor.fetchall())
             try:
-                cursor.execute(f"BEGIN; SET LOCAL synchronous_commit TO off; {call}; COMMIT", params)
+                cursor.execute(f"BEGIN; SET LOCAL synchronous_commit TO off; {self.CLAIM}; COMMIT", params)
                 cursor.nextset()
                 cursor.nextset()
                 rows = cursor.fetchall()
@@ -268,20 +324,15 @@ class PostgresJobStore(JobStore):
             cursor.execute(self.FAIL, params)
             return cursor.rowcount == 1
 
-    def release(self, worker_id: str, job_ids: Sequence[UUID] | None = None) -> list[UUID]:
+    def release(self, worker_id: str, job_ids: Sequence[UUID] | None = None, delay: float = 0.0) -> list[UUID]:
         if job_ids is not None and not job_ids:
             return []
         sql = self.RELEASE.format(id_filter="AND id = ANY(%(ids)s)" if job_ids is not None else "")
-        with transaction.atomic(using=self.using):
-            rows = self._rows(sql, {"worker": worker_id, "ids": list(job_ids or [])})
-            self.notify(Counter(queue for _, queue in rows))
+        rows = self._rows(sql, {"worker": worker_id, "ids": list(job_ids or []), "delay": float(delay)})
         return [_uuid(r[0]) for r in rows]
 
     def rescue_expired(self) -> list[tuple[UUID, str, str]]:
-        with transaction.atomic(using=self.using):
-            rows = self._rows(self.RESCUE, [])
-            self.notify(Counter(queue for _, status, queue in rows if status == "pending"))
-        return [(_uuid(i), s, q) for i, s, q in rows]
+        return [(_uuid(i), s, q) for i, s, q, _ in self._rows(self.RESCUE, [])]
 
     def notify(self, queues: Counter[str]) -> None:
         """Wake idle workers; delivered when (and only if) the caller's transaction commits."""
@@ -294,6 +345,7 @@ class SqliteJobStore(JobStore):
     """SQLite: one writer at a time (BEGIN IMMEDIATE), so a conditional UPDATE claims safely."""
 
     vendor = "sqlite"
+    BEGIN = "BEGIN IMMEDIATE"
 
     CLAIM = """
         WITH running AS (
@@ -332,11 +384,8 @@ class SqliteJobStore(JobStore):
             value = datetime.fromtimestamp(value, tz=UTC)
         return self.connection.ops.adapt_datetimefield_value(value)
 
-    def _now(self) -> datetime:
-        return timezone.now()
-
     def insert(self, jobs: Sequence[NewJob]) -> dict[UUID, UUID]:
-        now = self._now()
+        now = timezone.now()
         result: dict[UUID, UUID] = {}
         with self.connection.cursor() as cursor:
             for j in jobs:
@@ -371,26 +420,28 @@ class SqliteJobStore(JobStore):
         return result
 
     def claim(self, worker_id, queues, limit, lease_seconds) -> list[ClaimedJob]:
+        if self.connection.in_atomic_block:
+            raise ClaimInsideTransaction("claim jobs outside any transaction")
         queues = list(queues or [])
         queue_filter = f"AND j.queue IN ({', '.join(['%s'] * len(queues))})" if queues else ""
-        now = self._now()
-        params = [
-            self._ts(now),
-            *queues,
-            limit,
-            self._ts(now),
-            self._ts(now + timedelta(seconds=lease_seconds)),
-            worker_id,
-        ]
-        with transaction.atomic(using=self.using):
-            rows = self._rows(self.CLAIM.format(queue_filter=queue_filter), params)
+        sql = self.CLAIM.format(queue_filter=queue_filter)
+        rows: list[tuple] = []
+        with self._transaction():
+            now = timezone.now()  # after BEGIN IMMEDIATE: waiting for the write lock never shortens a lease
+            lease = self._ts(now + timedelta(seconds=lease_seconds))
+            # Again while it finds jobs: an account capped at its limit is skipped by the next round.
+            while len(rows) < limit:
+                found = self._rows(sql, [self._ts(now), *queues, limit - len(rows), self._ts(now), lease, worker_id])
+                if not found:
+                    break
+                rows.extend(found)
         return _claimed(rows)
 
     def complete(self, worker_id, done) -> set[UUID]:
         acked: set[UUID] = set()
         if not done:
             return acked
-        with transaction.atomic(using=self.using), self.connection.cursor() as cursor:
+        with self._transaction(), self.connection.cursor() as cursor:
             for d in done:
                 cursor.execute(
                     "UPDATE jobs_job SET status = 'completed', started_at = %s, completed_at = %s,"
@@ -403,7 +454,7 @@ class SqliteJobStore(JobStore):
         return acked
 
     def fail(self, worker_id, job_id, attempt_number, *, status, error, delay, started) -> bool:
-        now = self._now()
+        now = timezone.now()
         run_at = None if delay is None else self._ts(now + timedelta(seconds=delay))
         with self.connection.cursor() as cursor:
             cursor.execute(
@@ -415,30 +466,29 @@ class SqliteJobStore(JobStore):
             )
             return cursor.rowcount == 1
 
-    def release(self, worker_id, job_ids=None) -> list[UUID]:
+    def release(self, worker_id, job_ids=None, delay: float = 0.0) -> list[UUID]:
         if job_ids is not None and not job_ids:
             return []
         ids = [i.hex for i in job_ids or []]
         id_filter = f"AND id IN ({', '.join(['%s'] * len(ids))})" if job_ids is not None else ""
-        with transaction.atomic(using=self.using):
-            rows = self._rows(
-                "UPDATE jobs_job SET status = 'pending', attempt_number = attempt_number - 1,"
-                f" lease_expires_at = NULL WHERE status = 'running' AND worker_id = %s {id_filter} RETURNING id",
-                [worker_id, *ids],
-            )
+        run_at = self._ts(timezone.now() + timedelta(seconds=delay))
+        rows = self._rows(
+            "UPDATE jobs_job SET status = 'pending', attempt_number = attempt_number - 1, lease_expires_at = NULL,"
+            f" run_at = %s WHERE status = 'running' AND worker_id = %s {id_filter} RETURNING id",
+            [run_at, worker_id, *ids],
+        )
         return [_uuid(r[0]) for r in rows]
 
     def rescue_expired(self) -> list[tuple[UUID, str, str]]:
-        now = self._ts(self._now())
-        with transaction.atomic(using=self.using):
-            rows = self._rows(
-                "UPDATE jobs_job SET status = CASE WHEN attempt_number >= max_attempts THEN 'dead' ELSE 'pending' END,"
-                " failed_at = %s, lease_expires_at = NULL,"
-                " error_message = 'LeaseExpired: worker ' || worker_id || ' stopped before finishing attempt '"
-                " || attempt_number"
-                " WHERE status = 'running' AND lease_expires_at < %s RETURNING id, status, queue",
-                [now, now],
-            )
+        now = self._ts(timezone.now())
+        rows = self._rows(
+            "UPDATE jobs_job SET status = CASE WHEN attempt_number >= max_attempts THEN 'dead' ELSE 'pending' END,"
+            " failed_at = %s, lease_expires_at = NULL,"
+            " error_message = 'LeaseExpired: worker ' || worker_id || ' stopped before finishing attempt '"
+            " || attempt_number"
+            " WHERE status = 'running' AND lease_expires_at < %s RETURNING id, status, queue",
+            [now, now],
+        )
         return [(_uuid(i), s, q) for i, s, q in rows]
 
     def notify(self, queues: Counter[str]) -> None:
@@ -467,9 +517,28 @@ def _claimed(rows: list[tuple]) -> list[ClaimedJob]:
 _STORES: dict[str, type[JobStore]] = {"postgresql": PostgresJobStore, "sqlite": SqliteJobStore}
 
 
-def get_store(using: str = "default") -> JobStore:
-    vendor = connections[using].vendor
+def store_for(connection) -> JobStore:
+    """The store for a Django connection (a thread's connection, or a private one)."""
     try:
-        return _STORES[vendor](using)
+        return _STORES[connection.vendor](connection)
     except KeyError:
-        raise NotImplementedError(f"Relay's queue runs on PostgreSQL or SQLite, not {vendor}") from None
+        raise NotImplementedError(f"Relay's queue runs on PostgreSQL or SQLite, not {connection.vendor}") from None
+
+
+def get_store(using: str = "default") -> JobStore:
+    """The store on this thread's connection to `using` (joins the caller's transaction where it can)."""
+    return store_for(connections[using])
+
+
+def private_connection(using: str = "default", *, statement_seconds: float = 30.0, lock_seconds: float = 10.0):
+    """A connection of its own, apart from the thread's, for the worker's queue statements.
+
+    On PostgreSQL its statements and lock waits are bounded (applied at every
+    reconnection), so no row lock or hung query can stall a worker forever.
+    """
+    settings_dict = copy.deepcopy(connections.settings[using])
+    if settings_dict["ENGINE"].endswith("postgresql"):
+        options = settings_dict.setdefault("OPTIONS", {})
+        limits = f"-c statement_timeout={int(statement_seconds * 1000)} -c lock_timeout={int(lock_seconds * 1000)}"
+        options["options"] = f"{options.get('options', '')} {limits}".strip()
+    return load_backend(settings_dict["ENGINE"]).DatabaseWrapper(settings_dict, using)

@@ -76,7 +76,9 @@ def spin(payload: dict[str, Any], job: JobContext) -> None:
 @job_handler("test.block")
 def block(payload: dict[str, Any], job: JobContext) -> None:
     """Block in C (a sleep a Python exception cannot interrupt): only replacing the process stops it."""
-    _record(payload["path"], job=str(job.id), attempt=job.attempt_number, event="start", pid=os.getpid())
+    _record(
+        payload["path"], job=str(job.id), attempt=job.attempt_number, event="start", pid=os.getpid(), at=time.time()
+    )
     time.sleep(payload.get("seconds", 60))
     _record(payload["path"], job=str(job.id), attempt=job.attempt_number, event="end")
 
@@ -87,3 +89,46 @@ def read_records(path) -> list[dict[str, Any]]:
             return [json.loads(line) for line in fh if line.strip()]
     except FileNotFoundError:
         return []
+
+
+@job_handler("test.leak_transaction")
+def leak_transaction(payload: dict[str, Any], job: JobContext) -> None:
+    """A buggy handler: opens a transaction and never closes it."""
+    from django.db import transaction
+
+    transaction.atomic().__enter__()
+    _record(payload["path"], job=str(job.id), event="leaked")
+
+
+@job_handler("test.completes_then_rolls_back")
+def completes_then_rolls_back(payload: dict[str, Any], job: JobContext) -> None:
+    """Marks the job completed inside a transaction that then rolls back, and returns normally."""
+    from django.db import transaction
+
+    try:
+        with transaction.atomic():
+            job.mark_completed()
+            raise RuntimeError("changed my mind")
+    except RuntimeError:
+        pass
+    _record(payload["path"], job=str(job.id), attempt=job.attempt_number)
+
+
+@job_handler("test.sql_sleep")
+def sql_sleep(payload: dict[str, Any], job: JobContext) -> None:
+    """Stuck inside a SQL statement: only cancelling the query stops it."""
+    from django.db import connection
+
+    _record(payload["path"], job=str(job.id), attempt=job.attempt_number, event="start")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_sleep(%s)", [payload.get("seconds", 60)])
+    _record(payload["path"], job=str(job.id), attempt=job.attempt_number, event="end")
+
+
+@job_handler("test.break_connection")
+def break_connection(payload: dict[str, Any], job: JobContext) -> None:
+    """The handler's database connection dies under it (a failover, a killed backend)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")

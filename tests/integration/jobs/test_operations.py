@@ -1,9 +1,12 @@
 """Operator services: retry, cancel, stats, list, purge; cron schedules; Django's tasks framework."""
 
 import datetime as dt
+import threading
 import uuid
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connection
 from django.tasks import TaskResultStatus, task
 from django.utils import timezone
 
@@ -130,34 +133,66 @@ def test_list_filters_and_orders_newest_first(account):
 
 
 @pytest.mark.django_db
-def test_purge_deletes_old_finished_jobs_and_keeps_dead_letters_unless_told():
+def test_purge_counts_retention_from_when_a_job_finished_and_keeps_dead_letters_unless_told():
     old = timezone.now() - dt.timedelta(days=10)
-    done = _job(JobStatus.COMPLETED, created_at=old)
-    dead = _job(JobStatus.DEAD, created_at=old)
-    recent = _job(JobStatus.COMPLETED)
-    waiting = _job(JobStatus.PENDING, created_at=old)
-    assert job_purge(retention_days=7, dead_letter_retention_days=None) == 1
-    assert set(Job.objects.values_list("pk", flat=True)) == {dead.pk, recent.pk, waiting.pk}
+    recent = timezone.now() - dt.timedelta(hours=1)
+    done = _job(JobStatus.COMPLETED, created_at=old, completed_at=old)
+    scheduled_long_ago = _job(JobStatus.COMPLETED, created_at=old, completed_at=recent)
+    cancelled = _job(JobStatus.CANCELLED, created_at=old, run_at=old)
+    dead = _job(JobStatus.DEAD, created_at=old, failed_at=old)
+    waiting = _job(JobStatus.PENDING, created_at=old, run_at=old)
+    assert job_purge(retention_days=7, dead_letter_retention_days=None) == 2
+    assert set(Job.objects.values_list("pk", flat=True)) == {scheduled_long_ago.pk, dead.pk, waiting.pk}
     assert job_purge(retention_days=7, dead_letter_retention_days=7) == 1
-    assert not Job.objects.filter(pk__in=[done.pk, dead.pk]).exists()
+    assert not Job.objects.filter(pk__in=[done.pk, cancelled.pk, dead.pk]).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_schedule_fires_once_per_tick_however_many_workers_race_for_it(settings):
+    settings.JOB_SCHEDULES = {"digest": {"cron": "*/5 * * * *", "handler": "log_message", "payload": {"m": 1}}}
+    sync_schedules()
+    Schedule.objects.filter(name="digest").update(next_run_at=timezone.now() - dt.timedelta(seconds=1))
+    start = threading.Barrier(4)
+    fired: list[int] = []
+
+    def worker() -> None:  # four workers' maintenance passes, at the same moment
+        start.wait()
+        try:
+            fired.append(fire_due_schedules())
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted(fired) == [0, 0, 0, 1]
+    (job,) = Job.objects.filter(handler="log_message")
+    assert job.payload["m"] == 1
+    assert job.unique_key.startswith("schedule:digest:")
+    assert Schedule.objects.get(name="digest").next_run_at > timezone.now()
 
 
 @pytest.mark.django_db
-def test_a_schedule_fires_once_per_tick_however_many_workers_look(settings):
-    settings.JOB_SCHEDULES = {"digest": {"cron": "*/5 * * * *", "handler": "log_message", "payload": {"m": 1}}}
+def test_schedules_that_cannot_fire_are_refused_by_field(settings):
+    settings.JOB_SCHEDULES = {"bad": {"cron": "every day", "handler": "nope", "payload": ["x"]}}
+    with pytest.raises(ImproperlyConfigured) as raised:
+        sync_schedules()
+    assert {"cron", "handler", "payload"} <= set(str(raised.value).replace("'", " ").split())
+
+
+@pytest.mark.django_db
+def test_a_broken_schedule_does_not_stop_the_others(settings):
+    settings.JOB_SCHEDULES = {"good": {"cron": "* * * * *", "handler": "log_message"}}
     sync_schedules()
-    schedule = Schedule.objects.get(name="digest")
-    tick = schedule.next_run_at
-    Schedule.objects.filter(pk=schedule.pk).update(next_run_at=timezone.now() - dt.timedelta(seconds=1))
-
-    fired = [fire_due_schedules() for _ in range(3)]  # three workers' maintenance passes
-
-    assert fired == [1, 0, 0]
-    (job,) = Job.objects.filter(handler="log_message")
-    assert job.payload["m"] == 1
-    schedule.refresh_from_db()
-    assert schedule.next_run_at > timezone.now()
-    assert schedule.next_run_at <= tick + dt.timedelta(minutes=5)
+    past = timezone.now() - dt.timedelta(seconds=1)
+    Schedule.objects.create(
+        name="edited-by-hand", cron="* * * * *", handler="log_message", payload=["x"], next_run_at=past
+    )
+    Schedule.objects.filter(name="good").update(next_run_at=past)
+    assert fire_due_schedules() == 1
+    assert Job.objects.filter(handler="log_message").count() == 1
 
 
 @pytest.mark.django_db

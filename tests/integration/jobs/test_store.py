@@ -1,22 +1,29 @@
 """The claim, the acknowledgement and the lease rules, straight against the database."""
 
 import datetime as dt
+import threading
 import time
 
+import psycopg
 import pytest
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from jobs.application.queue import JobSpec, enqueue, enqueue_many
 from jobs.domain.states import JobStatus
-from jobs.infrastructure.store import Finished, get_store
+from jobs.infrastructure.store import ClaimInsideTransaction, Finished, get_store
 from jobs.models import Job
 from tests.factories import AccountFactory
 
 LEASE = 60.0
 
+# A claim commits on its own (never inside a caller's transaction), so these tests commit too.
+pytestmark = pytest.mark.django_db(transaction=True)
+
 
 @pytest.fixture
-def store(db):
+def store():
     return get_store()
 
 
@@ -132,10 +139,10 @@ def test_an_account_never_runs_more_than_its_limit_and_others_still_get_claimed(
     free = enqueue("noop", {}, priority=10)  # no account: no limit
 
     first = store.claim("w1", None, 10, LEASE)
-    assert [j.account_id for j in first] == [busy.pk, busy.pk]  # the busy account fills its two slots
-    second = store.claim("w2", None, 10, LEASE)
-    assert {j.id for j in second} == {free.pk, Job.objects.get(account=quiet).pk}
-    assert store.claim("w3", None, 10, LEASE) == []
+    # the busy account fills its two slots, and the claim goes on past its backlog to the others
+    assert [j.account_id for j in first] == [busy.pk, busy.pk, quiet.pk, None]
+    assert first[3].id == free.pk
+    assert store.claim("w2", None, 10, LEASE) == []
     assert Job.objects.filter(account=busy, status=JobStatus.RUNNING).count() == 2
 
     now = time.time()
@@ -162,3 +169,50 @@ def test_due_jobs_are_found_in_every_priority_lane_among_jobs_due_later(store):
     claimed = store.claim("w", None, 10, LEASE)
     assert [j.id for j in claimed] == [due_high.pk, due_mid.pk, due_low.pk]
     assert Job.objects.filter(status=JobStatus.PENDING).count() == 60
+
+
+def test_a_claim_refuses_to_run_inside_a_callers_transaction(store):
+    enqueue("noop", {})
+    with pytest.raises(ClaimInsideTransaction), transaction.atomic():
+        store.claim("w", None, 1, LEASE)
+    assert Job.objects.get().status == JobStatus.PENDING
+
+
+def test_release_with_a_delay_keeps_the_job_from_being_claimed_at_once(store):
+    job = enqueue("noop", {})
+    store.claim("w", None, 1, LEASE)
+    assert store.release("w", delay=30) == [job.pk]
+    assert _status(job.pk) == (JobStatus.PENDING, 0)
+    assert store.claim("w2", None, 1, LEASE) == []
+
+
+@pytest.mark.postgres
+def test_claims_wait_for_each_other_so_an_accounts_limit_is_exact():
+    """Claimer A holds its claim transaction open; claimer B must see A's claims when it gets its turn."""
+    busy = AccountFactory(max_concurrent_jobs=2)
+    enqueue_many([JobSpec("noop", account=busy) for _ in range(10)])
+    params = {k: v for k, v in connection.get_connection_params().items() if k in ("dbname", "user", "host", "port")}
+    seen: dict[str, int] = {}
+
+    def claimer_b() -> None:
+        with psycopg.connect(autocommit=True, **params) as conn:
+            rows = conn.execute("SELECT * FROM relay_claim_jobs('b', NULL, 10, 60)").fetchall()
+            seen["b"] = len(rows)
+
+    with psycopg.connect(**params) as a:  # a transaction, open until the block ends
+        seen["a"] = len(a.execute("SELECT * FROM relay_claim_jobs('a', NULL, 10, 60)").fetchall())
+        other = threading.Thread(target=claimer_b)
+        other.start()
+        other.join(0.5)
+        assert other.is_alive(), "B must wait for A's claim to commit"
+    other.join(5)
+    assert seen == {"a": 2, "b": 0}
+    assert Job.objects.filter(account=busy, status=JobStatus.RUNNING).count() == 2
+
+
+def test_an_account_must_be_allowed_at_least_one_running_job(account):
+    account.max_concurrent_jobs = 0
+    with pytest.raises(ValidationError, match="greater than or equal to 1"):
+        account.full_clean()
+    with pytest.raises(IntegrityError), transaction.atomic():
+        type(account).objects.filter(pk=account.pk).update(max_concurrent_jobs=0)

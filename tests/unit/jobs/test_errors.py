@@ -91,6 +91,13 @@ def test_stored_form_is_cut_at_1000_characters():
         ),
         ("no url here", "no url here"),
         ("http://[::1]:8080/secret/path", "http://[::1]:8080"),
+        (
+            "HTTPSConnectionPool(host='hooks.slack.com', port=443): Max retries exceeded with url: "
+            "/services/T000/B000/SECRET?api_key=CANARY (Caused by ...)",
+            "HTTPSConnectionPool(host='hooks.slack.com', port=443): Max retries exceeded with url: /… (Caused by ...)",
+        ),
+        ("GET /v1/items?token=CANARY&x=1 failed", "GET /v1/items?… failed"),
+        ("is this fine? yes", "is this fine? yes"),
     ],
 )
 def test_urls_are_cut_to_scheme_and_host(text, expected):

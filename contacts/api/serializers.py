@@ -1,0 +1,90 @@
+"""Contact bodies: one serializer per direction (HackSoft), so what is read never leaks into what is written."""
+
+from drf_spectacular.utils import extend_schema_serializer
+from rest_framework import serializers
+
+from config.api.serializers import StrictSerializer
+from contacts.domain.model import MAX_TAG_LENGTH, ConsentChannel
+from contacts.infrastructure.models import Contact
+
+TAGS_HINT = "tags change through POST /api/v1/contacts/{id}/tags and DELETE /api/v1/contacts/{id}/tags/{tag}"
+
+
+@extend_schema_serializer(component_name="Contact")
+class ContactOut(serializers.ModelSerializer):
+    class Meta:
+        model = Contact
+        fields = [
+            "id",
+            "email",
+            "phone",
+            "first_name",
+            "last_name",
+            "custom_fields",
+            "tags",
+            "unsubscribed",
+            "sms_opted_out",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+    email = serializers.CharField(read_only=True, help_text="Empty when the contact has none.")
+    tags = serializers.ListField(child=serializers.CharField(), read_only=True)
+    custom_fields = serializers.DictField(read_only=True)
+
+
+class _ConsentFields(StrictSerializer):
+    unsubscribed = serializers.BooleanField(
+        required=False, help_text="No marketing email. Recorded as a consent change."
+    )
+    sms_opted_out = serializers.BooleanField(
+        required=False, help_text="No SMS and no calls. Recorded as a consent change."
+    )
+
+    @staticmethod
+    def consent(data: dict) -> dict[ConsentChannel, bool]:
+        """The consent fields given, by channel; popped from `data`."""
+        consent = {}
+        if "unsubscribed" in data:
+            consent[ConsentChannel.EMAIL] = data.pop("unsubscribed")
+        if "sms_opted_out" in data:
+            consent[ConsentChannel.SMS] = data.pop("sms_opted_out")
+        return consent
+
+
+class _OptionalProfile(_ConsentFields):
+    email = serializers.EmailField(max_length=254, allow_blank=True, required=False)
+    phone = serializers.CharField(max_length=32, allow_blank=True, required=False, help_text="E.164, e.g. +15551234567")
+    first_name = serializers.CharField(max_length=150, allow_blank=True, required=False)
+    last_name = serializers.CharField(max_length=150, allow_blank=True, required=False)
+    custom_fields = serializers.DictField(required=False, help_text="Any JSON object.")
+
+
+@extend_schema_serializer(component_name="ContactCreate")
+class ContactCreateIn(_OptionalProfile):
+    tags = serializers.ListField(child=serializers.CharField(max_length=MAX_TAG_LENGTH), required=False, max_length=100)
+
+
+@extend_schema_serializer(component_name="ContactChange")
+class ContactChangeIn(_OptionalProfile):
+    """PATCH: only what is given changes; custom_fields are merged key by key."""
+
+    unknown_field_hints = {"tags": TAGS_HINT}
+
+
+@extend_schema_serializer(component_name="ContactReplace")
+class ContactReplaceIn(_ConsentFields):
+    """PUT: every profile field is required (an omitted one would be wiped); consent changes only when given."""
+
+    email = serializers.EmailField(max_length=254, allow_blank=True)
+    phone = serializers.CharField(max_length=32, allow_blank=True, help_text="E.164, e.g. +15551234567")
+    first_name = serializers.CharField(max_length=150, allow_blank=True)
+    last_name = serializers.CharField(max_length=150, allow_blank=True)
+    custom_fields = serializers.DictField(help_text="Any JSON object; replaces the stored one.")
+    unknown_field_hints = {"tags": TAGS_HINT}
+
+
+@extend_schema_serializer(component_name="Tag")
+class TagIn(StrictSerializer):
+    tag = serializers.CharField(max_length=MAX_TAG_LENGTH, help_text="Compared case-insensitively, trimmed.")

@@ -1,0 +1,27 @@
+"""The project's URLs plus endpoints that fail, to see how failures are answered."""
+
+from django.http import HttpRequest
+from django.urls import path
+from rest_framework.request import Request
+
+from config.api.views import AccountView
+from config.urls import handler400, handler403, handler404, handler500
+from config.urls import urlpatterns as project_urls
+
+
+class FailingView(AccountView):
+    def get(self, request: Request):
+        raise RuntimeError("database password is hunter2")
+
+
+def failing_django_view(request: HttpRequest):
+    raise RuntimeError("database password is hunter2")
+
+
+urlpatterns = [
+    path("api/v1/test-failure", FailingView.as_view()),
+    path("api/v1/test-django-failure", failing_django_view),
+    *project_urls,
+]
+
+__all__ = ["handler400", "handler403", "handler404", "handler500", "urlpatterns"]

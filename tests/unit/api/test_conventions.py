@@ -1,0 +1,141 @@
+"""The API's shared conventions that need no database: error paths, filters, strict JSON."""
+
+import io
+from datetime import UTC, datetime
+
+import pytest
+from rest_framework.exceptions import ErrorDetail, ParseError
+
+from config.api.filters import Boolean, Choice, FilterSet, Integer, Text, Timestamp
+from config.api.parsers import StrictJSONParser
+from config.api.problems import InvalidInput, error_paths, problem_document, summarize
+from jobs.domain.states import JobStatus
+
+
+def test_nested_errors_become_paths():
+    detail = {
+        "name": [ErrorDetail("This field is required.")],
+        "steps": [
+            {},
+            {},
+            {"config": {"url": [ErrorDetail("Enter a valid URL.")]}},
+        ],
+        "tags": {1: [ErrorDetail("Not a valid string.")]},
+        "non_field_errors": [ErrorDetail("Something about the whole object.")],
+        "custom_fields": {"plan": [ErrorDetail("Bad.")]},
+    }
+    assert list(error_paths(detail)) == [
+        {"field": "name", "message": "This field is required."},
+        {"field": "steps[2].config.url", "message": "Enter a valid URL."},
+        {"field": "tags[1]", "message": "Not a valid string."},
+        {"field": "", "message": "Something about the whole object."},
+        {"field": "custom_fields.plan", "message": "Bad."},
+    ]
+
+
+def test_a_top_level_list_of_messages_is_about_the_whole_body():
+    assert list(error_paths([ErrorDetail("Expected a dictionary.")])) == [
+        {"field": "", "message": "Expected a dictionary."}
+    ]
+
+
+def test_summary_names_fields_and_counts_the_rest():
+    errors = [{"field": f"f{i}", "message": "bad"} for i in range(7)]
+    assert summarize(errors) == "f0: bad; f1: bad; f2: bad; f3: bad; f4: bad (and 2 more)"
+    assert summarize([{"field": "", "message": "whole body"}]) == "whole body"
+
+
+def test_problem_documents_use_the_status_phrase_for_plain_errors():
+    assert problem_document(404, "Not found.") == {
+        "type": "about:blank",
+        "title": "Not Found",
+        "status": 404,
+        "detail": "Not found.",
+    }
+    invalid = InvalidInput.field("email", "is taken").document()
+    assert invalid["type"] == "urn:relay:problem:validation-error"
+    assert invalid["errors"] == [{"field": "email", "message": "is taken"}]
+
+
+FILTERS = FilterSet(
+    Choice("status", JobStatus),
+    Text("queue"),
+    Boolean("unsubscribed"),
+    Timestamp("created_after"),
+    Integer("limit", maximum=10),
+)
+
+
+def parse(**query: str | list[str]):
+    return FILTERS.parse({k: v if isinstance(v, list) else [v] for k, v in query.items()}, also_allowed=["cursor"])
+
+
+def test_filters_parse_what_is_given():
+    assert parse(status="dead", unsubscribed="TRUE", created_after="2026-01-31T12:00:00", cursor="x", limit="3") == {
+        "status": "dead",
+        "unsubscribed": True,
+        "created_after": datetime(2026, 1, 31, 12, tzinfo=UTC),  # no offset: UTC
+        "limit": 3,
+    }
+    assert parse() == {}
+
+
+@pytest.mark.parametrize(
+    ("query", "field", "says"),
+    [
+        ({"status": "exploded"}, "status", "pending, running, completed, retrying, failed, dead, cancelled"),
+        ({"unsubscribed": "yes"}, "unsubscribed", "true, false"),
+        ({"created_after": "2026-13-45"}, "created_after", "ISO 8601"),
+        ({"created_after": "0001-01-01T00:00:00+05:00"}, "created_after", "out of range"),
+        ({"queue": "a\x00b"}, "queue", "NUL"),
+        ({"queue": "   "}, "queue", "blank"),
+        ({"limit": "11"}, "limit", "between"),
+        ({"limit": "x"}, "limit", "integer"),
+        ({"queue": ["a", "b"]}, "queue", "at most once"),
+        ({"statsu": "dead"}, "statsu", "allowed: created_after, cursor, limit, queue, status, unsubscribed"),
+    ],
+)
+def test_filters_refuse_bad_values_naming_them(query, field, says):
+    with pytest.raises(InvalidInput) as refused:
+        parse(**query)
+    assert [e["field"] for e in refused.value.errors] == [field]
+    assert says in refused.value.errors[0]["message"]
+
+
+def test_timestamps_are_converted_to_utc():
+    assert parse(created_after="0822-02-20T09:10:30+16:50")["created_after"] == datetime(
+        822, 2, 19, 16, 20, 30, tzinfo=UTC
+    )
+    with pytest.raises(InvalidInput):
+        parse(created_after="0001-01-01T00:00:00+05:00")
+
+
+def test_filter_errors_are_reported_together():
+    with pytest.raises(InvalidInput) as refused:
+        parse(status="x", unsubscribed="y")
+    assert [e["field"] for e in refused.value.errors] == ["status", "unsubscribed"]
+
+
+def strict(raw: bytes):
+    return StrictJSONParser().parse(io.BytesIO(raw), "application/json", {})
+
+
+def test_strict_json_accepts_ordinary_documents():
+    assert strict(b'{"a": ["\\u00e9", 1, {"b": null}]}') == {"a": ["é", 1, {"b": None}]}
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"a": "x\\u0000y"}',
+        b'{"a\\u0000": 1}',
+        b'{"a": "\\ud800"}',
+        b'{"a": NaN}',
+        b"[" * 40 + b"]" * 40,
+        b"[" * 100000 + b"]" * 100000,
+        b'{"a": ',
+    ],
+)
+def test_strict_json_refuses_what_cannot_be_stored(raw):
+    with pytest.raises(ParseError):
+        strict(raw)
