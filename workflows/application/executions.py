@@ -367,6 +367,15 @@ class ExecutionService:
                 in_progress += 1
         return EventOutcome(started, skipped)
 
+    def contact_deleted(self, *, contact_id: int) -> int:
+        """The contact is being deleted (its runs and logs go with it): cancel the jobs its runs had queued.
+
+        Called inside the deleting transaction; returns how many jobs were cancelled. A step in flight
+        finds its run gone and does nothing.
+        """
+        job_ids = RunStore().next_jobs_of_contact(contact_id)
+        return cancel_pending_jobs(ids=job_ids) if job_ids else 0
+
     def _create_run(
         self,
         store: RunStore,

@@ -20,6 +20,8 @@ from contacts.domain.model import ContactError, normalize_tag
 from workflows.domain.validation import Reader
 
 TAG_EVENTS = frozenset({"tag.added", "tag.removed"})
+# A deleted contact's runs are deleted with it: nothing can run for it.
+UNTRIGGERABLE_EVENTS = frozenset({"contact.deleted"})
 BUILTIN_EVENTS = ("contact.created", "contact.updated", "tag.added", "tag.removed")
 EVENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,99}")
 MAX_CONDITIONS = 20
@@ -147,6 +149,8 @@ def parse_trigger(reader: Reader) -> Trigger:
     event_refused = any(e.path == reader.at("event") for e in reader.errors)
     if trigger_type is TriggerType.EVENT and not event and not event_refused:
         reader.error(reader.at("event"), f"is required for an event trigger (e.g. {', '.join(BUILTIN_EVENTS)})")
+    if event in UNTRIGGERABLE_EVENTS:
+        reader.error(reader.at("event"), f"{event} cannot start a workflow: the contact and its runs are deleted")
     if trigger_type is not TriggerType.EVENT and (event or tag):
         reader.error(reader.at("event"), "is only used by event triggers")
     if tag:

@@ -376,6 +376,13 @@ class RunStore:
         )
         return (_uuid(rows[0][0]), rows[0][1], rows[0][2]) if rows else None
 
+    def next_jobs_of_contact(self, contact_id: int) -> list[UUID]:
+        """The jobs that hold this contact's runs (each run's next move)."""
+        rows = self._rows(
+            f"SELECT next_job_id FROM {RUN_TABLE} WHERE contact_id = %s AND next_job_id IS NOT NULL", [contact_id]
+        )
+        return [_uuid(job_id) for (job_id,) in rows]
+
     def event_candidates(self, account_id: int, name: str, tag: str | None) -> list[tuple[int, UUID]]:
         """(workflow id, current version id) of the account's active workflows triggered by this event."""
         sql = (

@@ -2,7 +2,8 @@
 
 `run_due_jobs` runs due jobs in this thread exactly as a worker does (claim,
 call the handler with a real JobContext, acknowledge), so a test can step a
-run forward deterministically and count its queries. `WebhookServer` is a
+run forward deterministically and count its queries. A claim commits on its
+own, so tests that run jobs use `django_db(transaction=True)`. `WebhookServer` is a
 real HTTP server on 127.0.0.1 whose answers a test scripts.
 """
 

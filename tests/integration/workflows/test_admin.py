@@ -126,6 +126,7 @@ def test_publishing_an_empty_workflow_says_why(admin_client, account):
     assert "Not published: steps: a workflow needs at least one step to be published" in response.content.decode()
 
 
+@pytest.mark.django_db(transaction=True)  # it runs jobs: a claim commits on its own
 def test_start_a_run_from_the_admin_and_watch_it(admin_client, account, contact):
     workflow = make_workflow(account, [{"name": "Tag", "action_type": "add_tag", "config": {"tag": "admin"}}])
     url = reverse("admin:workflows_workflow_start", args=[workflow.pk])

@@ -15,7 +15,7 @@ from workflows.infrastructure.models import ExecutionLog, WorkflowExecution
 TAG_STEP = {"action_type": "add_tag", "config": {"tag": "done"}}
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)  # it runs jobs: a claim commits on its own
 def test_start_many_enrolls_a_list_in_one_go(account):
     workflow = make_workflow(account, [TAG_STEP], reenrollment="never")
     contacts = ContactFactory.create_batch(5, account=account)

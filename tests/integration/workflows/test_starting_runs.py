@@ -123,6 +123,7 @@ def test_the_run_beyond_the_limit_is_refused_and_nothing_is_stored(service, acco
     assert not WorkflowExecution.objects.filter(idempotency_key="late").exists()
 
 
+@pytest.mark.django_db(transaction=True)  # it runs jobs: a claim commits on its own
 def test_waiting_and_paused_runs_do_not_count_toward_the_limit(service, account):
     account.max_concurrent_executions = 1
     account.save(update_fields=["max_concurrent_executions"])
@@ -231,6 +232,7 @@ def test_contact_changes_start_workflows_in_the_same_transaction(account):
     assert tag_run.context["trigger"] == {"tag": "vip"}
 
 
+@pytest.mark.django_db(transaction=True)  # it runs jobs: a claim commits on its own
 def test_workflows_chain_and_the_chain_guard_stops_loops(account, contact, settings):
     """A tags b, b's trigger is tag b... each workflow tags the next; the last one tags the first's tag again."""
     settings.WORKFLOW_MAX_CHAIN_DEPTH = 2
@@ -257,6 +259,7 @@ def test_workflows_chain_and_the_chain_guard_stops_loops(account, contact, setti
     assert all(r.status == "completed" for r in runs.values())
 
 
+@pytest.mark.django_db(transaction=True)  # it runs jobs: a claim commits on its own
 def test_a_run_never_restarts_its_own_workflow(account, contact):
     loop = make_workflow(
         account,

@@ -130,6 +130,7 @@ def test_another_accounts_workflow_is_not_found(service, account, other_account)
         workflow_get(workflow_id=workflow.pk, account_id=other_account.pk)
 
 
+@pytest.mark.django_db(transaction=True)  # it runs jobs: a claim commits on its own
 def test_run_selectors_are_scoped_by_account(account, other_account, contact):
     from tests.integration.workflows.support import make_workflow, run_due_jobs
     from workflows.application.errors import ExecutionNotFound

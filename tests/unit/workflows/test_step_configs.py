@@ -286,6 +286,7 @@ def test_a_definition_lists_trigger_rule_and_step_errors_together():
             "must be a number",
         ),
         ({"type": "api", "extra": 1}, "trigger.extra", "not a known setting"),
+        ({"type": "event", "event": "contact.deleted"}, "trigger.event", "cannot start a workflow"),
     ],
 )
 def test_trigger_errors(trigger, path, reason):
