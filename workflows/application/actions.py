@@ -25,7 +25,6 @@ from django.db import IntegrityError
 
 from contacts.application.services import contact_add_tag, contact_remove_tag, contact_update
 from contacts.domain.model import ConsentState, ContactError, normalize_tag
-from contacts.infrastructure.models import Contact
 from integrations.application import channels
 from integrations.domain.channels import EmailMessage, WebhookRequest
 from jobs.domain.errors import ValidationFailure
@@ -45,18 +44,7 @@ from workflows.domain.actions import (
 )
 from workflows.domain.templates import TemplateError, TemplateRenderer, contact_view, render_tree, template_context
 from workflows.domain.workflow import Step
-
-CONTACT_FIELDS = (
-    "id",
-    "email",
-    "phone",
-    "first_name",
-    "last_name",
-    "tags",
-    "custom_fields",
-    "unsubscribed",
-    "sms_opted_out",
-)
+from workflows.infrastructure.store import RunStore
 
 
 @dataclass
@@ -79,7 +67,7 @@ class StepRun:
     def contact(self) -> dict[str, Any]:
         """The contact as it is now (read once per attempt, when first needed)."""
         if self._contact is None:
-            self._contact = Contact.objects.filter(pk=self.contact_id).values(*CONTACT_FIELDS).get()
+            self._contact = RunStore().contact(self.contact_id, self.account_id) or {}
         return self._contact
 
     @property

@@ -2,21 +2,26 @@
 
 How a step is carried out (the `workflow_step` job):
 
-1. Lock the run and check that this job is the one allowed to move it
-   (`next_job_id`) and that it is at this step; a stale or duplicate job
-   does nothing. A paused run lets go of the step; resume queues it again.
-2. Internal actions (wait, update_contact, add_tag, remove_tag) run right
-   there, inside that transaction (in a savepoint), so the change, the log
-   row, the run's move, the next step's job and the job's completion commit
-   together: exactly once.
+1. Only the job the run names (`next_job_id`) may move it, and only at its
+   current step: a stale or duplicate job does nothing. A paused run lets go
+   of the step; resume queues it again.
+2. Internal actions (wait, update_contact, add_tag, remove_tag) run inside
+   the transaction that locks the run, so the change, the log row, the run's
+   move, the next job and this job's completion commit together: exactly
+   once. (The contacts service an action calls is its own atomic block: the
+   savepoint that undoes a failed change, leaving the transaction usable to
+   record the failure.)
 3. External actions (email, SMS, voice, webhook) cannot be rolled back: the
-   run is marked ACTIVE and committed, the action runs outside any
-   transaction, then one transaction locks the run again, writes the log row,
-   moves the run, queues the next job (the next step, a retry at its backoff,
-   or nothing) and marks this job completed. A crash between the action and
-   that commit re-runs the action: at-least-once towards the outside world;
-   the webhook id is stable per run and step, so receivers can drop the
-   duplicate.
+   run is marked ACTIVE and committed first (a compare-and-set on what was
+   read), the action runs outside any transaction, then one transaction locks
+   the run again, writes the log row, moves the run, queues the next job (the
+   next step, a retry at its backoff, or nothing if the run was paused or
+   cancelled meanwhile) and marks this job completed. A crash between the
+   action and that commit re-runs the action: at-least-once towards the
+   outside world; the webhook id is stable per run and step, so receivers can
+   drop the duplicate.
+
+Reads and writes of runs on this path are plain SQL (workflows.infrastructure.store).
 """
 
 from __future__ import annotations
