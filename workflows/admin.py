@@ -308,28 +308,28 @@ class WorkflowAdmin(admin.ModelAdmin):
             self.message_user(request, f"Published “{workflow}” as version {version.number}.", messages.SUCCESS)
 
     # --- actions -------------------------------------------------------------------------------
-    @admin.action(description="Publish selected workflows (freeze the draft as a new version)")
+    @admin.action(description="Publish selected workflows (freeze the draft as a new version)", permissions=["change"])
     def publish(self, request: HttpRequest, queryset: QuerySet[Workflow]) -> None:
         for workflow in queryset:
             self._publish_one(request, workflow)
 
-    @admin.action(description="Pause selected workflows (no new runs)")
+    @admin.action(description="Pause selected workflows (no new runs)", permissions=["change"])
     def pause(self, request: HttpRequest, queryset: QuerySet[Workflow]) -> None:
         self._apply(request, queryset, WorkflowService().pause, "paused")
 
-    @admin.action(description="Activate selected paused workflows")
+    @admin.action(description="Activate selected paused workflows", permissions=["change"])
     def activate(self, request: HttpRequest, queryset: QuerySet[Workflow]) -> None:
         self._apply(request, queryset, WorkflowService().activate, "activated")
 
-    @admin.action(description="Archive selected workflows")
+    @admin.action(description="Archive selected workflows", permissions=["change"])
     def archive(self, request: HttpRequest, queryset: QuerySet[Workflow]) -> None:
         self._apply(request, queryset, WorkflowService().archive, "archived")
 
-    @admin.action(description="Restore selected archived workflows as drafts")
+    @admin.action(description="Restore selected archived workflows as drafts", permissions=["change"])
     def restore(self, request: HttpRequest, queryset: QuerySet[Workflow]) -> None:
         self._apply(request, queryset, WorkflowService().restore, "restored")
 
-    @admin.action(description="Start a run for a contact…")
+    @admin.action(description="Start a run for a contact…", permissions=["start"])
     def start_run(self, request: HttpRequest, queryset: QuerySet[Workflow]) -> HttpResponse | None:
         if queryset.count() != 1:
             self.message_user(request, "Select exactly one workflow to start a run of.", messages.WARNING)
@@ -347,6 +347,9 @@ class WorkflowAdmin(admin.ModelAdmin):
         if done:
             self.message_user(request, f"{done} workflow(s) {verb}.", messages.SUCCESS)
 
+    def has_start_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("workflows.add_workflowexecution")
+
     # --- start a run ------------------------------------------------------------------------
     def get_urls(self):
         return [
@@ -360,9 +363,7 @@ class WorkflowAdmin(admin.ModelAdmin):
 
     def start_run_view(self, request: HttpRequest, workflow_id: int) -> HttpResponse:
         workflow = get_object_or_404(Workflow, pk=workflow_id)
-        if not self.has_view_permission(request, workflow) or not request.user.has_perm(
-            "workflows.add_workflowexecution"
-        ):
+        if not self.has_view_permission(request, workflow) or not self.has_start_permission(request):
             return HttpResponseRedirect(reverse("admin:index"))
         form = StartRunForm(request.POST or None, workflow=workflow)
         if request.method == "POST" and form.is_valid():
@@ -497,19 +498,23 @@ class WorkflowExecutionAdmin(admin.ModelAdmin):
         return False  # a run's history is kept; erasing its contact erases it
 
     # --- pause / resume / cancel / retry -----------------------------------------------------
-    @admin.action(description="Pause selected runs")
+    def has_operate_permission(self, request: HttpRequest) -> bool:
+        """Runs are never edited in the admin, but whoever may change them may pause, resume, cancel, retry."""
+        return request.user.has_perm("workflows.change_workflowexecution")
+
+    @admin.action(description="Pause selected runs", permissions=["operate"])
     def pause_runs(self, request: HttpRequest, queryset: QuerySet[WorkflowExecution]) -> None:
         self._apply(request, queryset, ExecutionService().pause, "paused")
 
-    @admin.action(description="Resume selected paused runs")
+    @admin.action(description="Resume selected paused runs", permissions=["operate"])
     def resume_runs(self, request: HttpRequest, queryset: QuerySet[WorkflowExecution]) -> None:
         self._apply(request, queryset, ExecutionService().resume, "resumed")
 
-    @admin.action(description="Cancel selected runs")
+    @admin.action(description="Cancel selected runs", permissions=["operate"])
     def cancel_runs(self, request: HttpRequest, queryset: QuerySet[WorkflowExecution]) -> None:
         self._apply(request, queryset, ExecutionService().cancel, "cancelled")
 
-    @admin.action(description="Retry selected failed runs (from the failed step)")
+    @admin.action(description="Retry selected failed runs (from the failed step)", permissions=["operate"])
     def retry_runs(self, request: HttpRequest, queryset: QuerySet[WorkflowExecution]) -> None:
         self._apply(request, queryset, ExecutionService().retry, "retried")
 
@@ -546,7 +551,7 @@ class WorkflowExecutionAdmin(admin.ModelAdmin):
         }
         if request.method != "POST" or operation not in operations:
             return HttpResponseRedirect(target)
-        if not self.has_view_permission(request) or not request.user.has_perm("workflows.change_workflowexecution"):
+        if not self.has_view_permission(request) or not self.has_operate_permission(request):
             self.message_user(request, "You may not change runs.", messages.ERROR)
             return HttpResponseRedirect(target)
         try:

@@ -173,3 +173,23 @@ def test_run_actions_call_the_services(admin_client, account, contact):
     admin_client.post(reverse("admin:workflows_workflowexecution_operate", args=[run.pk, "cancel"]))
     run.refresh_from_db()
     assert run.status == "cancelled"
+
+
+def test_a_viewer_may_watch_runs_but_not_move_them(client, account, contact):
+    from django.contrib.auth.models import Permission
+
+    from tests.factories import UserFactory
+
+    viewer = UserFactory(is_staff=True)
+    viewer.user_permissions.add(*Permission.objects.filter(codename__in=["view_workflowexecution", "view_workflow"]))
+    client.force_login(viewer)
+    workflow = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "x"}}])
+    run = ExecutionService().start(workflow_id=workflow.pk, contact_id=contact.pk).execution
+    assert client.get(reverse("admin:workflows_workflowexecution_change", args=[run.pk])).status_code == 200
+    client.post(
+        reverse("admin:workflows_workflowexecution_changelist"), {"action": "pause_runs", "_selected_action": [run.pk]}
+    )
+    client.post(reverse("admin:workflows_workflowexecution_operate", args=[run.pk, "cancel"]))
+    assert client.get(reverse("admin:workflows_workflow_start", args=[workflow.pk])).status_code == 302
+    run.refresh_from_db()
+    assert run.status == "queued"
