@@ -168,15 +168,19 @@ class ExecutionService:
         key = _check_idempotency_key(idempotency_key)
         if source not in TriggerSource.values:
             raise WorkflowValidationError.single("source", f"must be one of: {', '.join(TriggerSource.values)}")
+        if not isinstance(workflow_id, int) or isinstance(workflow_id, bool):
+            raise WorkflowNotFound(workflow_id)
+        if not isinstance(contact_id, int) or isinstance(contact_id, bool):
+            raise ContactNotFound(contact_id)
         store = RunStore()
         with transaction.atomic():
-            found = store.workflow(workflow_id, account_id) if isinstance(workflow_id, int) else None
+            # The account's row lock serializes starts for the account: the limit and re-enrollment are exact.
+            found = store.lock_for_start(workflow_id, account_id, contact_id)
             if found is None:
                 raise WorkflowNotFound(workflow_id)
-            _, workflow_account, status, version_id = found
-            if not isinstance(contact_id, int) or not store.contact_in_account(contact_id, workflow_account):
+            workflow_account, limit, status, version_id, contact_ok = found
+            if not contact_ok:
                 raise ContactNotFound(contact_id)
-            limit = store.lock_account(workflow_account)
             if key is not None:
                 existing = store.run_by_idempotency_key(workflow_account, key)
                 if existing is not None:

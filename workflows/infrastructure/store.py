@@ -305,9 +305,30 @@ class RunStore:
         wid, aid, status, version_id = rows[0]
         return wid, aid, status, _uuid(version_id)
 
-    def contact_in_account(self, contact_id: int, account_id: int) -> bool:
-        sql = "SELECT 1 FROM contacts_contact WHERE id = %s AND account_id = %s"
-        return bool(self._rows(sql, [contact_id, account_id]))
+    def lock_for_start(
+        self, workflow_id: int, account_id: int | None, contact_id: int
+    ) -> tuple[int, int, str, UUID | None, bool] | None:
+        """One round trip for a start: lock the workflow's account, read the workflow, check the contact.
+
+        Returns (account id, max_concurrent_executions, workflow status, current version id, contact is in
+        the account), or None for no such workflow (within `account_id` when given). Anything counted under
+        the lock (runs in progress) must be read by a later statement, which sees what committed before it.
+        """
+        lock = " FOR UPDATE OF a" if self._for_update else ""
+        sql = (
+            "SELECT a.id, a.max_concurrent_executions, w.status, w.current_version_id,"
+            " EXISTS(SELECT 1 FROM contacts_contact c WHERE c.id = %s AND c.account_id = w.account_id)"
+            " FROM workflows_workflow w JOIN accounts_account a ON a.id = w.account_id WHERE w.id = %s"
+        )
+        params: list[Any] = [contact_id, workflow_id]
+        if account_id is not None:
+            sql += " AND w.account_id = %s"
+            params.append(account_id)
+        rows = self._rows(sql + lock, params)
+        if not rows:
+            return None
+        aid, limit, status, version_id, contact_ok = rows[0]
+        return aid, limit, status, _uuid(version_id), bool(contact_ok)
 
     def contact(self, contact_id: int, account_id: int) -> dict[str, Any] | None:
         rows = self._rows(
