@@ -218,7 +218,7 @@ class RunStore:
             return cursor.rowcount == 1
 
     def record_step(self, row: RunRow, columns: list[str], log: dict[str, Any]) -> None:
-        """Save the run's move and insert the attempt's log row (one statement on PostgreSQL)."""
+        """Save the run's move and insert the attempt's log row (one statement on PostgreSQL). Hold the lock."""
         if self.connection.vendor != "postgresql":
             self.update_run(row, columns)
             self.insert_log(**log)
@@ -228,10 +228,11 @@ class RunStore:
         log_columns = [ExecutionLog._meta.get_field(name).column for name in log]
         params += [self._prep(ExecutionLog, name, value) for name, value in log.items()]
         with self.connection.cursor() as cursor:
+            # The caller holds the run's row lock, so the update always applies; VALUES gives every
+            # parameter its column's type (with server-side binding too).
             cursor.execute(
-                f"WITH run AS (UPDATE {RUN_TABLE} SET {assignments} WHERE id = %s RETURNING id)"
-                f" INSERT INTO {LOG_TABLE} ({', '.join(log_columns)})"
-                f" SELECT {', '.join(['%s'] * len(log_columns))} FROM run",
+                f"WITH run AS (UPDATE {RUN_TABLE} SET {assignments} WHERE id = %s)"
+                f" INSERT INTO {LOG_TABLE} ({', '.join(log_columns)}) VALUES ({', '.join(['%s'] * len(log_columns))})",
                 params,
             )
 
