@@ -20,6 +20,12 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """Factory users hash a password each; the real hasher costs ~0.5 s a user on this machine."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def account(db):
     return AccountFactory()

@@ -32,12 +32,6 @@ def client_for(user, account) -> Caller:
 
 
 @pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    """Factories set a password on every user; the production hasher takes ~0.5 s per user on this machine."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture(autouse=True)
 def _fresh_throttle_counts():
     cache.clear()
     yield
