@@ -118,10 +118,13 @@ class ActionExecutor(Protocol):
     def execute(self, run: StepRun) -> ActionResult: ...
 
 
-def _consent_skip(run: StepRun) -> ActionResult | None:
+def _skip(run: StepRun, address: str) -> ActionResult | None:
+    """A sending step is skipped, and the run goes on, when consent forbids it or there is nowhere to send."""
     contact = run.contact
     consent = ConsentState(unsubscribed=contact["unsubscribed"], sms_opted_out=contact["sms_opted_out"])
     reason = consent_refusal(run.step.action_type, consent)
+    if reason is None and not contact[address]:
+        reason = f"the contact has no {'email address' if address == 'email' else 'phone number'}"
     return ActionResult({"skipped": reason}, skipped=reason) if reason else None
 
 
@@ -130,11 +133,8 @@ class SendEmail:
     external = True
 
     def execute(self, run: StepRun) -> ActionResult:
-        skip = _consent_skip(run)
-        if skip:
+        if skip := _skip(run, "email"):
             return skip
-        if not run.contact["email"]:
-            return ActionResult({"skipped": "no email address"}, skipped="the contact has no email address")
         config: SendEmailConfig = run.step.config
         subject = " ".join(run.text(config.subject, "subject").split())  # one line, always
         message = EmailMessage(
@@ -154,11 +154,8 @@ class SendSms:
     external = True
 
     def execute(self, run: StepRun) -> ActionResult:
-        skip = _consent_skip(run)
-        if skip:
+        if skip := _skip(run, "phone"):
             return skip
-        if not run.contact["phone"]:
-            return ActionResult({"skipped": "no phone number"}, skipped="the contact has no phone number")
         config: SendSmsConfig = run.step.config
         body = run.text(config.body, "body").strip()
         if not body:
@@ -174,11 +171,8 @@ class SendVoice:
     external = True
 
     def execute(self, run: StepRun) -> ActionResult:
-        skip = _consent_skip(run)
-        if skip:
+        if skip := _skip(run, "phone"):
             return skip
-        if not run.contact["phone"]:
-            return ActionResult({"skipped": "no phone number"}, skipped="the contact has no phone number")
         config: SendVoiceConfig = run.step.config
         message = run.text(config.message, "message").strip() if config.message else None
         if config.message and not message:

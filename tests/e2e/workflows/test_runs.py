@@ -11,7 +11,7 @@ from contacts.domain.model import ConsentChannel, ConsentSource
 from contacts.infrastructure.models import Contact
 from tests.factories import AccountFactory, ContactFactory
 from tests.integration.integrations.servers import SmtpServer
-from tests.integration.workflows.support import make_workflow
+from tests.integration.workflows.support import log_rows, make_workflow
 from tests.support.processes import wait_until
 from workflows.application.executions import ExecutionService
 from workflows.application.workflows import WorkflowService
@@ -59,14 +59,6 @@ def wait_for_status(run, *statuses: str, timeout: float = TIMEOUT) -> WorkflowEx
     return WorkflowExecution.objects.get(pk=run.pk)
 
 
-def logs(run) -> list[tuple]:
-    return list(
-        ExecutionLog.objects.filter(execution=run)
-        .order_by("id")
-        .values_list("step_index", "action_type", "attempt_number", "outcome")
-    )
-
-
 def test_a_five_step_workflow_runs_to_completion(worker, account, contact, webhook_server, smtp_server):
     workflow = make_workflow(
         account,
@@ -90,7 +82,7 @@ def test_a_five_step_workflow_runs_to_completion(worker, account, contact, webho
     run = start(workflow, contact, trigger_data={"plan": "pro"})
     run = wait_for_status(run, "completed", "failed")
     assert run.status == "completed"
-    assert logs(run) == [
+    assert log_rows(run) == [
         (0, "add_tag", 1, "succeeded"),
         (1, "update_contact", 1, "succeeded"),
         (2, "wait", 1, "succeeded"),
@@ -117,7 +109,11 @@ def test_a_webhook_failing_twice_then_answering_completes_with_three_attempts(wo
     )
     run = wait_for_status(start(workflow, contact), "completed", "failed")
     assert run.status == "completed"
-    assert logs(run) == [(0, "webhook", 1, "retrying"), (0, "webhook", 2, "retrying"), (0, "webhook", 3, "succeeded")]
+    assert log_rows(run) == [
+        (0, "webhook", 1, "retrying"),
+        (0, "webhook", 2, "retrying"),
+        (0, "webhook", 3, "succeeded"),
+    ]
     assert len({r.headers["webhook-id"] for r in webhook_server.received}) == 1  # one id for the step's attempts
     first = ExecutionLog.objects.filter(execution=run).order_by("id").first()
     assert first.error_category == "server_error"
@@ -136,7 +132,7 @@ def test_a_400_fails_the_run_at_once(worker, account, contact, webhook_server):
     run = wait_for_status(start(workflow, contact), "completed", "failed")
     assert run.status == "failed"
     assert run.last_error_category == "validation"
-    assert logs(run) == [(0, "webhook", 1, "failed")]
+    assert log_rows(run) == [(0, "webhook", 1, "failed")]
     time.sleep(1)
     assert len(webhook_server.received) == 1
     assert "never" not in Contact.objects.get(pk=contact.pk).tags
@@ -151,7 +147,7 @@ def test_a_429_is_retried_no_sooner_than_retry_after(worker, account, contact, w
     assert run.status == "completed"
     first, second = webhook_server.received
     assert second.at - first.at >= 2.0
-    assert logs(run) == [(0, "webhook", 1, "retrying"), (0, "webhook", 2, "succeeded")]
+    assert log_rows(run) == [(0, "webhook", 1, "retrying"), (0, "webhook", 2, "succeeded")]
     retrying = ExecutionLog.objects.filter(execution=run).order_by("id").first()
     assert retrying.error_category == "rate_limit"
     assert retrying.response_data["retry_in_seconds"] == 2
@@ -171,7 +167,7 @@ def test_a_run_paused_during_a_wait_does_nothing_until_resumed(worker, account, 
     time.sleep(3.5)  # well past resume_at
     assert status_of(run) == "paused"
     assert webhook_server.received == []
-    assert logs(run) == [(0, "wait", 1, "succeeded")]
+    assert log_rows(run) == [(0, "wait", 1, "succeeded")]
     ExecutionService().resume(execution_id=run.pk)  # the wait's time passed during the pause: go on at once
     run = wait_for_status(run, "completed", "failed", timeout=15)
     assert run.status == "completed"
@@ -193,7 +189,7 @@ def test_a_cancelled_run_never_runs_another_step(worker, account, contact, webho
     time.sleep(2.5)
     assert status_of(run) == "cancelled"
     assert webhook_server.received == []
-    assert logs(run) == [(0, "wait", 1, "succeeded")]
+    assert log_rows(run) == [(0, "wait", 1, "succeeded")]
     assert "late" not in Contact.objects.get(pk=contact.pk).tags
 
 
@@ -238,8 +234,8 @@ def test_a_run_started_before_an_edit_finishes_on_its_old_version(worker, accoun
     assert wait_for_status(new, "completed", "failed").status == "completed"
     bodies = sorted(r.body["version"] for r in webhook_server.received)
     assert bodies == ["one", "two"]
-    assert logs(old) == [(0, "wait", 1, "succeeded"), (1, "webhook", 1, "succeeded")]
-    assert logs(new) == [(0, "webhook", 1, "succeeded")]
+    assert log_rows(old) == [(0, "wait", 1, "succeeded"), (1, "webhook", 1, "succeeded")]
+    assert log_rows(new) == [(0, "webhook", 1, "succeeded")]
 
 
 def test_an_unsubscribed_contacts_email_is_skipped_and_the_run_completes(worker, account, contact, smtp_server):
@@ -255,7 +251,7 @@ def test_an_unsubscribed_contacts_email_is_skipped_and_the_run_completes(worker,
     )
     run = wait_for_status(start(workflow, contact), "completed", "failed")
     assert run.status == "completed"
-    assert logs(run) == [(0, "send_email", 1, "skipped"), (1, "add_tag", 1, "succeeded")]
+    assert log_rows(run) == [(0, "send_email", 1, "skipped"), (1, "add_tag", 1, "succeeded")]
     assert smtp_server.messages == []
     assert "after-email" in Contact.objects.get(pk=contact.pk).tags
 

@@ -76,6 +76,17 @@ def run_due_jobs(limit: int = 100, *, handler: str | None = None) -> int:
     return ran
 
 
+def log_rows(run) -> list[tuple]:
+    """(step index, action type, attempt, outcome) of each of the run's log rows, in order."""
+    from workflows.infrastructure.models import ExecutionLog
+
+    return list(
+        ExecutionLog.objects.filter(execution=run)
+        .order_by("id")
+        .values_list("step_index", "action_type", "attempt_number", "outcome")
+    )
+
+
 def make_due(job_id) -> None:
     """Bring a job's due time to now (a retry's backoff, a wait), so run_due_jobs picks it up."""
     Job.objects.filter(pk=job_id).update(run_at="2000-01-01T00:00:00Z")

@@ -19,7 +19,7 @@ from integrations.application.secrets import webhook_signing_secrets
 from jobs.application.queue import enqueue
 from jobs.infrastructure.models import Job
 from tests.factories import ContactFactory
-from tests.integration.workflows.support import end_wait_now, make_due, make_workflow, run_due_jobs
+from tests.integration.workflows.support import end_wait_now, log_rows, make_due, make_workflow, run_due_jobs
 from workflows.application.executions import ExecutionService
 from workflows.application.workflows import WorkflowService
 from workflows.domain.errors import IllegalExecutionTransition
@@ -54,14 +54,6 @@ def sent_webhooks(monkeypatch):
 
 def start(service, workflow, contact, **kwargs) -> WorkflowExecution:
     return service.start(workflow_id=workflow.pk, contact_id=contact.pk, **kwargs).execution
-
-
-def logs(run) -> list[tuple]:
-    return list(
-        ExecutionLog.objects.filter(execution=run)
-        .order_by("id")
-        .values_list("step_index", "action_type", "attempt_number", "outcome")
-    )
 
 
 def test_five_steps_run_in_order(service, account, contact, webhook_server, sent_webhooks):
@@ -102,7 +94,7 @@ def test_five_steps_run_in_order(service, account, contact, webhook_server, sent
     run.refresh_from_db()
     assert run.status == "completed"
     assert run.completed_at is not None
-    assert logs(run) == [
+    assert log_rows(run) == [
         (0, "add_tag", 1, "succeeded"),
         (1, "update_contact", 1, "succeeded"),
         (2, "wait", 1, "succeeded"),
@@ -144,7 +136,11 @@ def test_a_webhook_that_fails_twice_then_succeeds(service, account, contact, web
     run_due_jobs()
     run.refresh_from_db()
     assert run.status == "completed"
-    assert logs(run) == [(0, "webhook", 1, "retrying"), (0, "webhook", 2, "retrying"), (0, "webhook", 3, "succeeded")]
+    assert log_rows(run) == [
+        (0, "webhook", 1, "retrying"),
+        (0, "webhook", 2, "retrying"),
+        (0, "webhook", 3, "succeeded"),
+    ]
     first = ExecutionLog.objects.filter(execution=run).order_by("id").first()
     assert first.error_category == "server_error"
     assert first.error_details.endswith("answered 503")
@@ -169,7 +165,7 @@ def test_a_permanent_error_fails_the_run_at_once(service, account, contact, webh
     assert run.status == "failed"
     assert run.next_job_id is None
     assert run.last_error_category == "validation"
-    assert logs(run) == [(0, "webhook", 1, "failed")]
+    assert log_rows(run) == [(0, "webhook", 1, "failed")]
     data = ExecutionLog.objects.get(execution=run).response_data
     assert data["reason"] == "validation errors are not retried"
     assert data["status_code"] == 400
@@ -201,7 +197,7 @@ def test_attempts_run_out(service, account, contact, webhook_server):
     run_due_jobs()
     run.refresh_from_db()
     assert run.status == "failed"
-    assert logs(run) == [(0, "webhook", 1, "retrying"), (0, "webhook", 2, "failed")]
+    assert log_rows(run) == [(0, "webhook", 1, "retrying"), (0, "webhook", 2, "failed")]
     assert ExecutionLog.objects.filter(execution=run).last().response_data["reason"] == "gave up after 2 of 2 attempts"
 
 
@@ -223,7 +219,11 @@ def test_manual_retry_starts_again_from_the_failed_step(service, account, contac
     run_due_jobs()
     run.refresh_from_db()
     assert run.status == "completed"
-    assert logs(run) == [(0, "add_tag", 1, "succeeded"), (1, "webhook", 1, "failed"), (1, "webhook", 1, "succeeded")]
+    assert log_rows(run) == [
+        (0, "add_tag", 1, "succeeded"),
+        (1, "webhook", 1, "failed"),
+        (1, "webhook", 1, "succeeded"),
+    ]
     with pytest.raises(IllegalExecutionTransition) as info:
         service.retry(execution_id=run.pk)
     assert info.value.current == "completed"
@@ -250,7 +250,7 @@ def test_consent_skips_sending_steps_and_the_run_goes_on(service, account):
     run_due_jobs()
     run.refresh_from_db()
     assert run.status == "completed"
-    assert [entry[3] for entry in logs(run)] == ["skipped", "skipped", "skipped", "succeeded"]
+    assert [entry[3] for entry in log_rows(run)] == ["skipped", "skipped", "skipped", "succeeded"]
     reasons = [e.response_data["skipped"] for e in ExecutionLog.objects.filter(execution=run).order_by("id")[:3]]
     assert reasons == [
         "the contact unsubscribed from email",
@@ -264,7 +264,7 @@ def test_consent_is_checked_when_the_step_runs_not_when_the_run_starts(service, 
     run = start(service, workflow, contact)
     contact_set_consent(contact_id=contact.pk, channel=ConsentChannel.EMAIL, opted_out=True, source=ConsentSource.API)
     run_due_jobs()
-    assert logs(run) == [(0, "send_email", 1, "skipped")]
+    assert log_rows(run) == [(0, "send_email", 1, "skipped")]
 
 
 def test_sending_steps_reach_the_channels(service, account, contact, caplog, mailoutbox):
@@ -311,7 +311,7 @@ def test_a_contact_without_address_is_skipped(service, account):
     )
     run = start(service, workflow, contact)
     run_due_jobs()
-    assert [entry[3] for entry in logs(run)] == ["skipped", "skipped"]
+    assert [entry[3] for entry in log_rows(run)] == ["skipped", "skipped"]
 
 
 def test_a_failed_contact_update_leaves_no_half_write(service, account, contact):
@@ -365,7 +365,7 @@ def test_a_stale_or_duplicate_step_job_does_nothing(service, account, contact):
     run_due_jobs()
     run.refresh_from_db()
     assert run.status == "completed"
-    assert logs(run) == [(0, "add_tag", 1, "succeeded"), (1, "add_tag", 1, "succeeded")]
+    assert log_rows(run) == [(0, "add_tag", 1, "succeeded"), (1, "add_tag", 1, "succeeded")]
     assert Job.objects.get(pk=duplicate.id).status == "completed"  # ran, found nothing to do
 
 
@@ -376,7 +376,7 @@ def test_a_step_job_without_the_version_hint_takes_the_locked_path(service, acco
     run_due_jobs()
     run.refresh_from_db()
     assert run.status == "completed"
-    assert logs(run) == [(0, "webhook", 1, "succeeded")]
+    assert log_rows(run) == [(0, "webhook", 1, "succeeded")]
 
 
 def test_pause_cancels_the_queued_job_and_resume_queues_a_new_one(service, account, contact):
@@ -448,7 +448,7 @@ def test_cancel_cancels_the_queued_job_and_no_step_runs(service, account, contac
     Job.objects.filter(pk=next_job).update(status="pending")
     WorkflowExecution.objects.filter(pk=run.pk).update(next_job_id=next_job)
     run_due_jobs()
-    assert logs(run) == [(0, "add_tag", 1, "succeeded")]
+    assert log_rows(run) == [(0, "add_tag", 1, "succeeded")]
     contact.refresh_from_db()
     assert contact.tags == ["a"]
     with pytest.raises(IllegalExecutionTransition) as info:
