@@ -271,3 +271,34 @@ WORKFLOW_STEP_BASE_DELAY = env.float("WORKFLOW_STEP_BASE_DELAY", default=60.0)
 WORKFLOW_STEP_MAX_DELAY = env.float("WORKFLOW_STEP_MAX_DELAY", default=3600.0)
 WORKFLOW_STEP_JITTER = env.float("WORKFLOW_STEP_JITTER", default=0.1)
 WORKFLOW_MAX_CHAIN_DEPTH = env.int("WORKFLOW_MAX_CHAIN_DEPTH", default=10)
+
+# --- REST API: workflows, runs and events (phase 2) -------------------------------
+# Idempotency-Key on POSTs that create (workflows, runs, events): the first answer is
+# remembered per account for this long (idempotency app, DDD_NOTES "REST API"), then
+# forgotten; the `idempotency.purge` job deletes expired keys every hour.
+INSTALLED_APPS += ["idempotency"]
+API_IDEMPOTENCY_KEY_TTL_HOURS = env.float("API_IDEMPOTENCY_KEY_TTL_HOURS", default=24.0)
+JOB_SCHEDULES = {
+    **globals().get("JOB_SCHEDULES", {}),
+    "relay.purge_idempotency_keys": {"cron": "41 * * * *", "handler": "idempotency.purge"},
+}
+# Retry-After (seconds) on the 429 for an account at max_concurrent_executions: runs
+# leave QUEUED/ACTIVE within seconds as workers carry their steps, so a short wait.
+API_RUN_LIMIT_RETRY_AFTER = env.int("API_RUN_LIMIT_RETRY_AFTER", default=5)
+# A run's detail shows its latest log rows up to this many; /executions/{id}/logs pages through all.
+API_EXECUTION_LOG_LIMIT = env.int("API_EXECUTION_LOG_LIMIT", default=100)
+# Named enums in the schema: several fields are called `status` (or `type`, `op` ...).
+SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"].update(
+    {
+        f"{name}Enum": f"workflows.api.serializers.{constant}"
+        for name, constant in {
+            "WorkflowStatus": "WORKFLOW_STATUS_CHOICES",
+            "ExecutionStatus": "EXECUTION_STATUS_CHOICES",
+            "TriggerType": "TRIGGER_TYPE_CHOICES",
+            "ConditionOp": "CONDITION_OP_CHOICES",
+            "Reenrollment": "REENROLLMENT_CHOICES",
+            "ActionType": "ACTION_TYPE_CHOICES",
+            "StepOutcome": "STEP_OUTCOME_CHOICES",
+        }.items()
+    }
+)

@@ -26,6 +26,7 @@ _SENSITIVE_KEY = (
 )
 _JSON_PAIR = re.compile(rf'("{_SENSITIVE_KEY}"\s*:\s*)("(?:[^"\\]|\\.)*"|[^\s,}}\]]+)', re.IGNORECASE)
 _FORM_PAIR = re.compile(rf"(\b{_SENSITIVE_KEY}=)([^&\s\"'<>]+)", re.IGNORECASE)
+_KEY_ONLY = re.compile(_SENSITIVE_KEY, re.IGNORECASE)
 _BEARER = re.compile(r"\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]{6,}", re.IGNORECASE)
 _WHSEC = re.compile(r"whsec_[A-Za-z0-9+/=]+")
 
@@ -56,6 +57,11 @@ def request_secrets(url: str, headers: Mapping[str, str]) -> list[str]:
         found.append(value)
         found.extend(value.split())
     return [s for s in found if len(s) >= MIN_SECRET_LENGTH]
+
+
+def is_secret_key(name: str) -> bool:
+    """Whether a JSON or form key names a value that may be a secret (`password`, `api_key`, `auth*` ...)."""
+    return bool(_KEY_ONLY.fullmatch(name))
 
 
 def redact(text: str, *, secrets: Iterable[str] = ()) -> str:

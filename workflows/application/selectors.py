@@ -2,20 +2,41 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from uuid import UUID
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Count, Prefetch, QuerySet
 
 from workflows.application.errors import ExecutionNotFound, WorkflowNotFound
 from workflows.infrastructure.models import ExecutionLog, Workflow, WorkflowExecution, WorkflowStep, WorkflowVersion
 
 
-def workflow_list(*, account_id: int | None = None, status: str | None = None) -> QuerySet[Workflow]:
+def workflow_list(
+    *,
+    account_id: int | None = None,
+    status: str | None = None,
+    trigger_type: str | None = None,
+    trigger_event: str | None = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+    with_step_count: bool = False,
+) -> QuerySet[Workflow]:
+    """By name. Filters are exact; `with_step_count` annotates `step_count` (the draft's steps) for lists."""
     query = Workflow.objects.select_related("current_version").order_by("name", "id")
     if account_id is not None:
         query = query.filter(account_id=account_id)
     if status:
         query = query.filter(status=status)
+    if trigger_type:
+        query = query.filter(trigger_type=trigger_type)
+    if trigger_event:
+        query = query.filter(trigger_event=trigger_event)
+    if created_after is not None:
+        query = query.filter(created_at__gte=created_after)
+    if created_before is not None:
+        query = query.filter(created_at__lt=created_before)
+    if with_step_count:
+        query = query.annotate(step_count=Count("steps"))
     return query
 
 
@@ -57,6 +78,8 @@ def execution_list(
     workflow_id: int | None = None,
     contact_id: int | None = None,
     status: str | None = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
 ) -> QuerySet[WorkflowExecution]:
     """Newest first. Filters are exact; unknown statuses are the caller's to refuse."""
     query = WorkflowExecution.objects.select_related("workflow", "version").order_by("-created_at", "-id")
@@ -68,18 +91,24 @@ def execution_list(
         query = query.filter(contact_id=contact_id)
     if status:
         query = query.filter(status=status)
+    if created_after is not None:
+        query = query.filter(created_at__gte=created_after)
+    if created_before is not None:
+        query = query.filter(created_at__lt=created_before)
     return query
 
 
-def execution_get(*, execution_id: UUID | str, account_id: int | None = None) -> WorkflowExecution:
-    """One run with its logs (in order) prefetched as `execution.logs.all()`."""
+def execution_get(
+    *, execution_id: UUID | str, account_id: int | None = None, with_logs: bool = True
+) -> WorkflowExecution:
+    """One run; with its logs (in order) prefetched as `execution.logs.all()` unless `with_logs` is False."""
     try:
         pk = execution_id if isinstance(execution_id, UUID) else UUID(str(execution_id))
     except ValueError:
         raise ExecutionNotFound(execution_id) from None
-    query = execution_list(account_id=account_id).prefetch_related(
-        Prefetch("logs", queryset=ExecutionLog.objects.order_by("id"))
-    )
+    query = execution_list(account_id=account_id)
+    if with_logs:
+        query = query.prefetch_related(Prefetch("logs", queryset=ExecutionLog.objects.order_by("id")))
     try:
         return query.get(pk=pk)
     except WorkflowExecution.DoesNotExist:
@@ -87,5 +116,13 @@ def execution_get(*, execution_id: UUID | str, account_id: int | None = None) ->
 
 
 def execution_logs(*, execution_id: UUID | str, account_id: int | None = None) -> QuerySet[ExecutionLog]:
-    execution = execution_get(execution_id=execution_id, account_id=account_id)
+    execution = execution_get(execution_id=execution_id, account_id=account_id, with_logs=False)
     return ExecutionLog.objects.filter(execution=execution).order_by("id")
+
+
+def execution_latest_logs(*, execution: WorkflowExecution, limit: int) -> tuple[list[ExecutionLog], int]:
+    """The run's last `limit` log rows (oldest first) and how many it has: one run may log thousands of attempts."""
+    logs = ExecutionLog.objects.filter(execution=execution)
+    latest = list(logs.order_by("-id")[:limit])
+    total = len(latest) if len(latest) < limit else logs.count()
+    return latest[::-1], total

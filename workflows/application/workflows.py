@@ -37,7 +37,7 @@ class WorkflowService:
         steps: Sequence[Mapping[str, Any]] = (),
     ) -> Workflow:
         """A new draft workflow; WorkflowValidationError (every problem, with its path) stores nothing."""
-        trigger = dict(trigger or {"type": "manual"})
+        trigger = _trigger_part(trigger, default={"type": "manual"})
         definition = self._check(
             name=name, description=description, trigger=trigger, reenrollment=reenrollment, steps=steps
         )
@@ -67,7 +67,7 @@ class WorkflowService:
             check_editable(workflow.status)
             new_name = workflow.name if name is UNCHANGED else name
             new_description = workflow.description if description is UNCHANGED else description
-            new_trigger = workflow.trigger_dict() if trigger is UNCHANGED else dict(trigger or {})
+            new_trigger = workflow.trigger_dict() if trigger is UNCHANGED else _trigger_part(trigger, default={})
             new_rule = workflow.reenrollment if reenrollment is UNCHANGED else reenrollment
             new_steps = _draft_steps(workflow) if steps is UNCHANGED else steps
             definition = self._check(
@@ -184,6 +184,13 @@ def check_workflow(
     return WorkflowService._check(
         name=name, description=description, trigger=trigger, reenrollment=reenrollment, steps=steps
     )
+
+
+def _trigger_part(trigger: Any, *, default: dict[str, Any]) -> Any:
+    """A copy of a trigger object; anything else as given, for the check to name (`trigger: must be an object`)."""
+    if not trigger:
+        return dict(default)
+    return dict(trigger) if isinstance(trigger, Mapping) else trigger
 
 
 def _locked(workflow_id: int, account_id: int | None) -> Workflow:

@@ -1,0 +1,432 @@
+"""Workflow, version, run and event bodies: one serializer per direction.
+
+Workflow bodies are checked by the workflow service, not here: it reports
+every problem of a draft at once, each by its path (`trigger.event`,
+`steps[2].config.url`), so the input serializers only refuse unknown
+top-level fields and describe the shapes for the schema. Step configs in
+responses go through `redaction`: webhook credentials are never shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
+from rest_framework import serializers
+
+from config.api.converters import ID_SCHEMA
+from config.api.serializers import StrictSerializer
+from workflows.api.redaction import shown_steps
+from workflows.application.selectors import has_unpublished_changes
+from workflows.domain.actions import MAX_STEP_NAME, MAX_STEPS, ActionType
+from workflows.domain.execution import ExecutionStatus, StepOutcome
+from workflows.domain.triggers import (
+    BUILTIN_EVENTS,
+    EVENT_NAME,
+    MAX_CONDITIONS,
+    UNTRIGGERABLE_EVENTS,
+    ConditionOp,
+    Reenrollment,
+    TriggerType,
+)
+from workflows.domain.workflow import WorkflowStatus
+from workflows.infrastructure.models import ExecutionLog, Workflow, WorkflowExecution, WorkflowVersion
+
+# Named enums in the schema (SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]): several fields are called `status`.
+WORKFLOW_STATUS_CHOICES = [s.value for s in WorkflowStatus]
+EXECUTION_STATUS_CHOICES = [s.value for s in ExecutionStatus]
+TRIGGER_TYPE_CHOICES = [t.value for t in TriggerType]
+CONDITION_OP_CHOICES = [o.value for o in ConditionOp]
+REENROLLMENT_CHOICES = [r.value for r in Reenrollment]
+ACTION_TYPE_CHOICES = [a.value for a in ActionType]
+STEP_OUTCOME_CHOICES = [o.value for o in StepOutcome]
+
+STATUS_HINT = (
+    "status changes through POST /api/v1/workflows/{id}/publish, /pause, /activate, /restore and DELETE (archive)"
+)
+EVENT_NAME_RULE = "an event name is letters, digits and . _ : - (at most 100), e.g. order.paid"
+
+# --- Shapes, for the schema (the workflow service checks them) -----------------------------------
+
+CONDITION_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "field": {"type": "string", "description": "A contact field (tags, email, ...) or `custom_fields.<key>`."},
+        "op": {"type": "string", "enum": CONDITION_OP_CHOICES},
+        "value": {"description": "Compared with the field; text compares case-insensitively. Not for is_set."},
+    },
+    "required": ["field", "op"],
+}
+TRIGGER_SCHEMA = {
+    "type": "object",
+    "description": "Who enters: manual (started by a person or an API client), api, or event.",
+    "properties": {
+        "type": {"type": "string", "enum": TRIGGER_TYPE_CHOICES, "default": "manual"},
+        "event": {
+            "type": "string",
+            "maxLength": 100,
+            "description": f"For event triggers: {', '.join(BUILTIN_EVENTS)} or a custom name sent to /events.",
+        },
+        "tag": {"type": "string", "description": "For tag.added / tag.removed: only this tag (blank: any)."},
+        "filter": {
+            "type": "array",
+            "maxItems": MAX_CONDITIONS,
+            "items": CONDITION_SCHEMA,
+            "description": "Conditions on the contact at the time of the event; all must hold.",
+        },
+    },
+}
+STEP_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": MAX_STEP_NAME},
+        "action_type": {"type": "string", "enum": ACTION_TYPE_CHOICES},
+        "config": {
+            "type": "object",
+            "additionalProperties": True,
+            "description": "The action's settings, e.g. send_email {subject, text, html}, webhook {url, method, "
+            "headers, body}, wait {duration | until}, add_tag {tag}; any step may set max_attempts and "
+            "base_delay. Checked when saved: every problem is named by its path, e.g. steps[2].config.url.",
+        },
+    },
+    "required": ["action_type"],
+}
+
+
+@extend_schema_field({"type": "string", "maxLength": 200})
+class NameField(serializers.JSONField):
+    pass
+
+
+@extend_schema_field({"type": "string", "maxLength": 5000})
+class DescriptionField(serializers.JSONField):
+    pass
+
+
+@extend_schema_field(TRIGGER_SCHEMA)
+class TriggerField(serializers.JSONField):
+    pass
+
+
+@extend_schema_field({"type": "string", "enum": REENROLLMENT_CHOICES})
+class ReenrollmentField(serializers.JSONField):
+    pass
+
+
+@extend_schema_field({"type": "array", "maxItems": MAX_STEPS, "items": STEP_SCHEMA})
+class StepsField(serializers.JSONField):
+    pass
+
+
+# --- Workflows in ---------------------------------------------------------------------------------
+
+
+class _WorkflowIn(StrictSerializer):
+    """Passed to the workflow service as given: it checks everything and names every problem by its path."""
+
+    unknown_field_hints = {
+        "status": STATUS_HINT,
+        "current_version": "changes when the draft is published: POST /api/v1/workflows/{id}/publish",
+    }
+
+    def parts(self) -> dict[str, Any]:
+        return dict(self.validated_data)
+
+
+@extend_schema_serializer(component_name="WorkflowCreate")
+class WorkflowCreateIn(_WorkflowIn):
+    name = NameField()
+    description = DescriptionField(required=False)
+    trigger = TriggerField(required=False, help_text="Default: manual.")
+    reenrollment = ReenrollmentField(required=False, help_text="Default: never (a contact enters once).")
+    steps = StepsField(required=False, help_text="In order. A draft may have none; publishing needs one.")
+
+    def to_internal_value(self, data):
+        # A missing name is reported by the workflow service together with every other problem, in one answer.
+        if isinstance(data, Mapping) and "name" not in data:
+            data = {**data, "name": ""}
+        return super().to_internal_value(data)
+
+
+@extend_schema_serializer(component_name="WorkflowChange")
+class WorkflowChangeIn(_WorkflowIn):
+    """PATCH: only the parts given change; `steps`, when given, replaces the draft's steps."""
+
+    name = NameField(required=False)
+    description = DescriptionField(required=False)
+    trigger = TriggerField(required=False)
+    reenrollment = ReenrollmentField(required=False)
+    steps = StepsField(required=False)
+
+
+@extend_schema_serializer(component_name="WorkflowReplace")
+class WorkflowReplaceIn(_WorkflowIn):
+    """PUT: the whole draft; every part is required (an omitted one would be wiped)."""
+
+    name = NameField()
+    description = DescriptionField()
+    trigger = TriggerField()
+    reenrollment = ReenrollmentField()
+    steps = StepsField()
+
+
+# --- Workflows out --------------------------------------------------------------------------------
+
+
+class ConditionOut(serializers.Serializer):
+    field = serializers.CharField()
+    op = serializers.ChoiceField(choices=CONDITION_OP_CHOICES)
+    value = serializers.JSONField(allow_null=True)
+
+
+@extend_schema_serializer(component_name="Trigger")
+class TriggerOut(serializers.Serializer):
+    type = serializers.ChoiceField(choices=TRIGGER_TYPE_CHOICES)
+    event = serializers.CharField(allow_blank=True, help_text="For event triggers; else empty.")
+    tag = serializers.CharField(allow_blank=True, help_text="For tag.added / tag.removed: only this tag; else empty.")
+    filter = ConditionOut(many=True)
+
+
+@extend_schema_serializer(component_name="Step")
+class StepOut(serializers.Serializer):
+    name = serializers.CharField(allow_blank=True)
+    action_type = serializers.ChoiceField(choices=ACTION_TYPE_CHOICES)
+    config = serializers.DictField(
+        help_text="Webhook credentials are never shown: the URL is cut to scheme and host, header values other than "
+        "Content-Type/Accept/User-Agent and secret-looking body values read `[redacted]`. Sent back unchanged, "
+        "they keep the stored values."
+    )
+
+
+@extend_schema_serializer(component_name="VersionSummary")
+class VersionSummaryOut(serializers.ModelSerializer):
+    published_at = serializers.DateTimeField(source="created_at")
+
+    class Meta:
+        model = WorkflowVersion
+        fields = ["id", "number", "published_at"]
+        read_only_fields = fields
+
+
+def _steps_of(workflow: Workflow) -> list[dict[str, Any]]:
+    return shown_steps([step.as_dict() for step in workflow.steps.all()])
+
+
+@extend_schema_serializer(component_name="WorkflowSummary")
+class WorkflowSummaryOut(serializers.ModelSerializer):
+    status = serializers.ChoiceField(choices=WORKFLOW_STATUS_CHOICES)
+    trigger = TriggerOut(source="trigger_dict")
+    reenrollment = serializers.ChoiceField(choices=REENROLLMENT_CHOICES)
+    step_count = serializers.IntegerField(help_text="Steps of the draft.")
+    current_version = VersionSummaryOut(allow_null=True, help_text="What new runs start on; null: never published.")
+
+    class Meta:
+        model = Workflow
+        fields = [
+            "id",
+            "name",
+            "description",
+            "status",
+            "trigger",
+            "reenrollment",
+            "step_count",
+            "current_version",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+
+@extend_schema_serializer(component_name="Workflow")
+class WorkflowOut(WorkflowSummaryOut):
+    steps = serializers.SerializerMethodField(help_text="The draft's steps, in order.")
+    has_unpublished_changes = serializers.SerializerMethodField(
+        help_text="True when the draft differs from the current version (or it was never published)."
+    )
+    step_count = serializers.SerializerMethodField(help_text="Steps of the draft.")
+
+    class Meta(WorkflowSummaryOut.Meta):
+        fields = [*WorkflowSummaryOut.Meta.fields, "steps", "has_unpublished_changes"]
+        read_only_fields = fields
+
+    @extend_schema_field(StepOut(many=True))
+    def get_steps(self, workflow: Workflow) -> list[dict[str, Any]]:
+        return _steps_of(workflow)
+
+    def get_has_unpublished_changes(self, workflow: Workflow) -> bool:
+        return has_unpublished_changes(workflow)
+
+    def get_step_count(self, workflow: Workflow) -> int:
+        return len(workflow.steps.all())
+
+
+@extend_schema_serializer(component_name="WorkflowVersion")
+class WorkflowVersionOut(serializers.ModelSerializer):
+    """A published version: frozen, what runs started on it carry out."""
+
+    workflow = serializers.IntegerField(source="workflow_id")
+    trigger = TriggerOut(source="trigger_dict")
+    reenrollment = serializers.ChoiceField(choices=REENROLLMENT_CHOICES)
+    steps = serializers.SerializerMethodField()
+    published_at = serializers.DateTimeField(source="created_at")
+
+    class Meta:
+        model = WorkflowVersion
+        fields = ["id", "number", "workflow", "trigger", "reenrollment", "steps", "published_at"]
+        read_only_fields = fields
+
+    @extend_schema_field(StepOut(many=True))
+    def get_steps(self, version: WorkflowVersion) -> list[dict[str, Any]]:
+        return shown_steps(version.steps)
+
+
+# --- Runs -----------------------------------------------------------------------------------------
+
+
+@extend_schema_field({"type": "string", "nullable": True})
+class BlankAsNull(serializers.CharField):
+    """Stored as "" when there is nothing; answered as null."""
+
+    def __init__(self, **kwargs):
+        super().__init__(read_only=True, allow_null=True, **kwargs)
+
+    def to_representation(self, value: str):
+        return value or None
+
+
+@extend_schema_serializer(component_name="ExecutionStart")
+class ExecutionStartIn(StrictSerializer):
+    contact = serializers.IntegerField(
+        min_value=1, max_value=ID_SCHEMA["maximum"], help_text="A contact of your account."
+    )
+    data = serializers.DictField(
+        required=False, help_text="Any JSON object (at most 64 KB): the run's trigger data, `{{ trigger.* }}`."
+    )
+
+
+@extend_schema_serializer(component_name="Execution")
+class ExecutionOut(serializers.ModelSerializer):
+    workflow_name = serializers.CharField(source="workflow.name")
+    version = serializers.IntegerField(source="version.number", help_text="The workflow version the run carries out.")
+    status = serializers.ChoiceField(choices=EXECUTION_STATUS_CHOICES)
+    trigger_source = serializers.CharField(help_text="How it started: manual (admin), api or event.")
+    trigger_event = BlankAsNull(help_text="The event that started it, or null.")
+    trigger_data = serializers.SerializerMethodField(help_text="The data it was started with.")
+    paused_from = BlankAsNull(help_text="While paused: the state it was paused in.")
+    last_error = BlankAsNull(help_text="The latest step error, `Type: message` (redacted), or null.")
+    last_error_category = BlankAsNull()
+
+    class Meta:
+        model = WorkflowExecution
+        fields = [
+            "id",
+            "workflow",
+            "workflow_name",
+            "version",
+            "contact",
+            "status",
+            "current_step_index",
+            "step_count",
+            "retry_count",
+            "trigger_source",
+            "trigger_event",
+            "trigger_data",
+            "resume_at",
+            "paused_from",
+            "last_error",
+            "last_error_category",
+            "parent",
+            "depth",
+            "created_at",
+            "started_at",
+            "completed_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field({"type": "object", "additionalProperties": True})
+    def get_trigger_data(self, run: WorkflowExecution) -> dict[str, Any]:
+        trigger = (run.context or {}).get("trigger")
+        return trigger if isinstance(trigger, dict) else {}
+
+
+@extend_schema_serializer(component_name="ExecutionLog")
+class ExecutionLogOut(serializers.ModelSerializer):
+    """One attempt of one step. Error details and response data are bounded and redacted when recorded."""
+
+    outcome = serializers.ChoiceField(choices=STEP_OUTCOME_CHOICES)
+    action_type = serializers.ChoiceField(choices=ACTION_TYPE_CHOICES)
+    error_category = BlankAsNull()
+    error_details = BlankAsNull(help_text="`Type: message`, URLs cut to scheme and host, at most 1,000 characters.")
+    response_data = serializers.DictField(help_text="What came back (at most 8 KB, URLs cut to scheme and host).")
+
+    class Meta:
+        model = ExecutionLog
+        fields = [
+            "id",
+            "step_index",
+            "step_name",
+            "action_type",
+            "attempt_number",
+            "outcome",
+            "started_at",
+            "duration_ms",
+            "error_category",
+            "error_details",
+            "response_data",
+        ]
+        read_only_fields = fields
+
+
+@extend_schema_serializer(component_name="ExecutionDetail")
+class ExecutionDetailOut(ExecutionOut):
+    logs = ExecutionLogOut(many=True, source="latest_logs", help_text="The latest attempts, oldest first.")
+    log_count = serializers.IntegerField(help_text="All of the run's log rows.")
+    logs_truncated = serializers.SerializerMethodField(
+        help_text="True when `logs` holds only the latest rows; GET /executions/{id}/logs has them all."
+    )
+
+    class Meta(ExecutionOut.Meta):
+        fields = [*ExecutionOut.Meta.fields, "logs", "log_count", "logs_truncated"]
+        read_only_fields = fields
+
+    def get_logs_truncated(self, run: WorkflowExecution) -> bool:
+        return run.log_count > len(run.latest_logs)
+
+
+# --- Events ---------------------------------------------------------------------------------------
+
+
+@extend_schema_serializer(component_name="Event")
+class EventIn(StrictSerializer):
+    name = serializers.CharField(max_length=100, help_text="Your event's name, e.g. order.paid.")
+    contact = serializers.IntegerField(
+        min_value=1, max_value=ID_SCHEMA["maximum"], help_text="A contact of your account."
+    )
+    data = serializers.DictField(
+        required=False, help_text="Any JSON object (at most 64 KB): each run's trigger data, `{{ trigger.* }}`."
+    )
+
+    def validate_name(self, name: str) -> str:
+        if name in BUILTIN_EVENTS or name in UNTRIGGERABLE_EVENTS:
+            raise serializers.ValidationError(
+                f"{name} is published by Relay itself when a contact changes; change the contact "
+                "(or its tags) through /api/v1/contacts instead"
+            )
+        if not EVENT_NAME.fullmatch(name):
+            raise serializers.ValidationError(EVENT_NAME_RULE)
+        return name
+
+
+class SkippedOut(serializers.Serializer):
+    workflow = serializers.IntegerField(source="workflow_id")
+    reason = serializers.CharField()
+
+
+@extend_schema_serializer(component_name="EventOutcome")
+class EventOutcomeOut(serializers.Serializer):
+    started = ExecutionOut(many=True, help_text="The runs this event started.")
+    skipped = SkippedOut(
+        many=True, help_text="Workflows the event matched that did not start, and why (filter, re-enrollment, limit)."
+    )

@@ -1,0 +1,26 @@
+from django.urls import path
+
+from config.api import converters  # noqa: F401 - registers <api_id:...>
+from workflows.api import views
+
+urlpatterns = [
+    path("workflows", views.WorkflowListView.as_view(), name="api-workflow-list"),
+    path("workflows/<api_id:workflow_id>", views.WorkflowDetailView.as_view(), name="api-workflow-detail"),
+    path("workflows/<api_id:workflow_id>/publish", views.WorkflowPublishView.as_view(), name="api-workflow-publish"),
+    path("workflows/<api_id:workflow_id>/pause", views.WorkflowPauseView.as_view(), name="api-workflow-pause"),
+    path("workflows/<api_id:workflow_id>/activate", views.WorkflowActivateView.as_view(), name="api-workflow-activate"),
+    path("workflows/<api_id:workflow_id>/restore", views.WorkflowRestoreView.as_view(), name="api-workflow-restore"),
+    path(
+        "workflows/<api_id:workflow_id>/executions",
+        views.WorkflowExecutionsView.as_view(),
+        name="api-workflow-executions",
+    ),
+    path("events", views.EventView.as_view(), name="api-events"),
+    path("executions", views.ExecutionListView.as_view(), name="api-execution-list"),
+    path("executions/<uuid:execution_id>", views.ExecutionDetailView.as_view(), name="api-execution-detail"),
+    path("executions/<uuid:execution_id>/logs", views.ExecutionLogsView.as_view(), name="api-execution-logs"),
+    path("executions/<uuid:execution_id>/pause", views.ExecutionPauseView.as_view(), name="api-execution-pause"),
+    path("executions/<uuid:execution_id>/resume", views.ExecutionResumeView.as_view(), name="api-execution-resume"),
+    path("executions/<uuid:execution_id>/cancel", views.ExecutionCancelView.as_view(), name="api-execution-cancel"),
+    path("executions/<uuid:execution_id>/retry", views.ExecutionRetryView.as_view(), name="api-execution-retry"),
+]
