@@ -193,7 +193,7 @@ def _parse_conditions(reader: Reader) -> list[ContactCondition]:
                 f"must be one of: {', '.join(CONTACT_FILTER_FIELDS)}, or custom_fields.<name>",
             )
         op_raw = item.get("op")
-        op = ConditionOp(op_raw) if op_raw in {o.value for o in ConditionOp} else None
+        op = ConditionOp(op_raw) if isinstance(op_raw, str) and op_raw in {o.value for o in ConditionOp} else None
         if op is None:
             reader.error(f"{item_path}.op", f"must be one of: {', '.join(o.value for o in ConditionOp)}")
         value = item.get("value")

@@ -25,6 +25,26 @@ EXPECTED_OPERATIONS = {
     ("get", "/api/v1/admin/jobs/{job_id}"),
     ("delete", "/api/v1/admin/jobs/{job_id}"),
     ("post", "/api/v1/admin/jobs/{job_id}/retry"),
+    ("get", "/api/v1/workflows"),
+    ("post", "/api/v1/workflows"),
+    ("get", "/api/v1/workflows/{workflow_id}"),
+    ("put", "/api/v1/workflows/{workflow_id}"),
+    ("patch", "/api/v1/workflows/{workflow_id}"),
+    ("delete", "/api/v1/workflows/{workflow_id}"),
+    ("post", "/api/v1/workflows/{workflow_id}/publish"),
+    ("post", "/api/v1/workflows/{workflow_id}/pause"),
+    ("post", "/api/v1/workflows/{workflow_id}/activate"),
+    ("post", "/api/v1/workflows/{workflow_id}/restore"),
+    ("get", "/api/v1/workflows/{workflow_id}/executions"),
+    ("post", "/api/v1/workflows/{workflow_id}/executions"),
+    ("post", "/api/v1/events"),
+    ("get", "/api/v1/executions"),
+    ("get", "/api/v1/executions/{execution_id}"),
+    ("get", "/api/v1/executions/{execution_id}/logs"),
+    ("post", "/api/v1/executions/{execution_id}/pause"),
+    ("post", "/api/v1/executions/{execution_id}/resume"),
+    ("post", "/api/v1/executions/{execution_id}/cancel"),
+    ("post", "/api/v1/executions/{execution_id}/retry"),
 }
 
 
@@ -82,6 +102,21 @@ def test_every_operation_needs_the_bearer_token_and_documents_its_problems(serve
 def test_illegal_transitions_are_documented_as_409(served_schema):
     assert "409" in served_schema["paths"]["/api/v1/admin/jobs/{job_id}/retry"]["post"]["responses"]
     assert "409" in served_schema["paths"]["/api/v1/admin/jobs/{job_id}"]["delete"]["responses"]
+
+
+def test_run_transitions_document_409_and_starts_document_idempotency(served_schema):
+    paths = served_schema["paths"]
+    for action in ("pause", "resume", "cancel", "retry"):
+        assert "409" in paths[f"/api/v1/executions/{{execution_id}}/{action}"]["post"]["responses"], action
+    for path in ("/api/v1/workflows/{workflow_id}/executions", "/api/v1/events", "/api/v1/workflows"):
+        operation = paths[path]["post"]
+        headers = {p["name"] for p in operation["parameters"] if p["in"] == "header"}
+        assert headers == {"Idempotency-Key"}, path
+        assert "422" in operation["responses"], path
+    assert "201" in paths["/api/v1/workflows/{workflow_id}/executions"]["post"]["responses"]
+    run_filters = {p["name"]: p for p in paths["/api/v1/executions"]["get"]["parameters"]}
+    assert set(run_filters) >= {"status", "workflow", "contact", "created_after", "created_before"}
+    assert "waiting" in run_filters["status"]["schema"]["enum"]
 
 
 def test_no_schema_mentions_a_job_payload(served_schema):

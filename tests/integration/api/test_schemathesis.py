@@ -28,6 +28,10 @@ from schemathesis.specs.openapi.checks import (
 from accounts.application.tokens import api_token_create
 from jobs.domain.states import JobStatus
 from tests.factories import ContactFactory, MembershipFactory, UserFactory
+from tests.integration.workflows.support import make_workflow
+from workflows.application.executions import ExecutionService
+from workflows.application.workflows import WorkflowService
+from workflows.models import ExecutionLog, WorkflowExecution
 
 EXAMPLES = int(os.environ.get("API_FUZZ_EXAMPLES", "30"))
 DERANDOMIZE = os.environ.get("API_FUZZ_RANDOM") != "1"
@@ -68,7 +72,53 @@ def world(db, make_job, settings):
     _, secret = api_token_create(user_id=user.pk, account_id=account.pk)
     contacts = [ContactFactory(account=account, tags=["vip"]) for _ in range(3)]
     jobs = [make_job(account=account, status=status) for status in JobStatus]
-    return {"token": secret, "contacts": [c.pk for c in contacts], "jobs": [str(j.pk) for j in jobs]}
+    workflows = _workflows(account)
+    runs = _runs(workflows[0], contacts)
+    return {
+        "token": secret,
+        "contacts": [c.pk for c in contacts],
+        "jobs": [str(j.pk) for j in jobs],
+        "workflows": [w.pk for w in workflows],
+        "runs": [str(r.pk) for r in runs],
+    }
+
+
+def _workflows(account) -> list:
+    """Active (with a webhook step whose credentials must never show), draft, paused and archived."""
+    hook = {
+        "action_type": "webhook",
+        "config": {"url": "https://hooks.example.com/T0/secret", "headers": {"Authorization": "Bearer x-secret-1"}},
+    }
+    tag = {"action_type": "add_tag", "config": {"tag": "seen"}}
+    trigger = {"type": "event", "event": "order.paid"}
+    active = make_workflow(account, [hook, tag], trigger=trigger, reenrollment="always")
+    draft = make_workflow(account, [tag], publish=False)
+    paused = make_workflow(account, [tag])
+    WorkflowService().pause(workflow_id=paused.pk)
+    archived = make_workflow(account, [tag])
+    WorkflowService().archive(workflow_id=archived.pk)
+    return [active, draft, paused, archived]
+
+
+def _runs(workflow, contacts) -> list:
+    """Runs in several states, one with a log row."""
+    service = ExecutionService()
+    runs = [service.start(workflow_id=workflow.pk, contact_id=c.pk).execution for c in contacts]
+    service.pause(execution_id=runs[1].pk)
+    WorkflowExecution.objects.filter(pk=runs[2].pk).update(status="failed", last_error="ServerFailure: 503")
+    ExecutionLog.objects.create(
+        execution=runs[2],
+        step_index=0,
+        step_name="hook",
+        action_type="webhook",
+        attempt_number=1,
+        outcome="failed",
+        started_at=runs[2].created_at,
+        error_category="server_error",
+        error_details="ServerFailure: 503",
+        response_data={"status_code": 503},
+    )
+    return runs
 
 
 @schema.parametrize()
@@ -89,5 +139,15 @@ def test_every_answer_matches_the_schema(case, world):
     job_id = str(params.get("job_id", ""))
     if job_id[-1:] in set("02468ace"):
         params["job_id"] = world["jobs"][int(job_id[-1], 16) % len(world["jobs"])]
+    workflow_id = str(params.get("workflow_id", ""))
+    if workflow_id.isdigit() and int(workflow_id) % 2 == 0:
+        params["workflow_id"] = world["workflows"][int(workflow_id) // 2 % len(world["workflows"])]
+    execution_id = str(params.get("execution_id", ""))
+    if execution_id[-1:] in set("02468ace"):
+        params["execution_id"] = world["runs"][int(execution_id[-1], 16) % len(world["runs"])]
+    body = case.body if isinstance(case.body, dict) else {}
+    if isinstance(body.get("contact"), int) and body["contact"] % 2 == 0:
+        body["contact"] = world["contacts"][body["contact"] % len(world["contacts"])]
     response = case.call(headers={"Authorization": f"Bearer {world['token']}"})
     case.validate_response(response, checks=CHECKS)
+    assert "x-secret-1" not in response.text  # a webhook step's credentials never show
