@@ -11,8 +11,10 @@ logs. Other actions hold message texts and settings, shown as they are.
 
 Round trips work: a client may send back what it read (a GET, a change, a
 PUT). A hidden value sent back unchanged means "keep the stored one", taken
-from the draft step at the same position if it is a webhook step too. A
-`[redacted]` header with nothing stored to keep is refused, never saved.
+from the draft step at the same position if it is a webhook step too (a body
+is matched key by key, so editing one of its values keeps the hidden others).
+A placeholder with nothing stored behind it (`[redacted]`, or a URL cut to
+`https://host/…`) is refused naming its path, never saved.
 """
 
 from __future__ import annotations
@@ -99,15 +101,7 @@ def restore_hidden(steps: Any, stored: list[Mapping[str, Any]]) -> tuple[Any, li
         before = stored[index] if index < len(stored) else None
         before_config = before.get("config") if before and before.get("action_type") == WEBHOOK else None
         config = _restore_config(dict(step["config"]), before_config if isinstance(before_config, Mapping) else {})
-        for name, value in (config.get("headers") or {}).items() if isinstance(config.get("headers"), Mapping) else ():
-            if value == REDACTED:
-                unresolved.append(
-                    FieldError(
-                        f"steps[{index}].config.headers.{name}",
-                        f"is the placeholder {REDACTED} shown for a hidden value, and this step has no stored "
-                        "value to keep; send the value itself",
-                    )
-                )
+        unresolved.extend(_placeholders(config, f"steps[{index}].config"))
         restored.append({**step, "config": config})
     return restored, unresolved
 
@@ -123,6 +117,59 @@ def _restore_config(config: dict[str, Any], before: Mapping[str, Any]) -> dict[s
             name: stored_headers[name] if value == REDACTED and name in stored_headers else value
             for name, value in headers.items()
         }
-    if "body" in before and "body" in config and config["body"] == shown_json(before["body"]):
-        config["body"] = before["body"]
+    if "body" in before and "body" in config:
+        config["body"] = _restore_json(config["body"], before["body"])
     return config
+
+
+def _restore_json(sent: Any, stored: Any) -> Any:
+    """Parts of a body sent back as shown become the stored parts again; edited parts are taken as sent."""
+    if sent == shown_json(stored):
+        return stored
+    if isinstance(sent, Mapping) and isinstance(stored, Mapping):
+        return {
+            key: (
+                stored[key]
+                if sent_value == REDACTED and is_secret_key(str(key)) and stored.get(key) is not None
+                else _restore_json(sent_value, stored[key])
+            )
+            if key in stored
+            else sent_value
+            for key, sent_value in sent.items()
+        }
+    if isinstance(sent, list) and isinstance(stored, list):
+        return [_restore_json(item, stored[i]) if i < len(stored) else item for i, item in enumerate(sent)]
+    return sent
+
+
+NO_STORED_VALUE = "this step has no stored value to keep; send the value itself"
+
+
+def _placeholders(config: Mapping[str, Any], path: str) -> list[FieldError]:
+    """What is still a placeholder after restoring: shown in place of a value that is not there to keep."""
+    found: list[FieldError] = []
+    url = config.get("url")
+    if isinstance(url, str) and url.endswith(f"/{CUT}") and shown_url(url) == url:
+        found.append(
+            FieldError(f"{path}.url", f"is the shortened URL shown in place of a hidden one, and {NO_STORED_VALUE}")
+        )
+    headers = config.get("headers")
+    if isinstance(headers, Mapping):
+        for name, value in headers.items():
+            if value == REDACTED:
+                found.append(
+                    FieldError(f"{path}.headers.{name}", f"is the placeholder {REDACTED}, and {NO_STORED_VALUE}")
+                )
+    if "body" in config:
+        found.extend(_json_placeholders(config["body"], f"{path}.body"))
+    return found
+
+
+def _json_placeholders(value: Any, path: str) -> list[FieldError]:
+    if value == REDACTED:
+        return [FieldError(path, f"is the placeholder {REDACTED}, and {NO_STORED_VALUE}")]
+    if isinstance(value, Mapping):
+        return [e for key, item in value.items() for e in _json_placeholders(item, f"{path}.{key}")]
+    if isinstance(value, list):
+        return [e for i, item in enumerate(value) for e in _json_placeholders(item, f"{path}[{i}]")]
+    return []

@@ -60,13 +60,41 @@ def test_changed_values_are_taken_as_sent():
     assert config["body"] == {"plain": True}
 
 
+def test_editing_one_body_value_keeps_the_hidden_others():
+    shown = shown_step(WEBHOOK)
+    shown["config"]["body"]["extra"] = 1
+    shown["config"]["body"]["list"].append({"secret": "new-one"})
+    restored, unresolved = restore_hidden([shown], [WEBHOOK])
+    assert unresolved == []
+    body = restored[0]["config"]["body"]
+    assert body["token"] == "tok-1"
+    assert body["note"] == WEBHOOK["config"]["body"]["note"]
+    assert body["list"] == [{"secret": "s"}, {"secret": "new-one"}]
+    assert body["extra"] == 1
+
+
+def test_a_new_webhook_step_made_of_placeholders_is_refused_by_path():
+    copied = shown_step(WEBHOOK)
+    _, unresolved = restore_hidden([copied], [])
+    assert [e.path for e in unresolved] == [
+        "steps[0].config.url",
+        "steps[0].config.headers.Authorization",
+        "steps[0].config.headers.X-Api-Key",
+        "steps[0].config.body.token",
+        "steps[0].config.body.list[0].secret",
+    ]
+
+
 def test_a_placeholder_with_nothing_behind_it_is_reported_by_path():
     shown = shown_step(WEBHOOK)
     tag = {"action_type": "add_tag", "config": {"tag": "x"}}
     restored, unresolved = restore_hidden([tag, shown], [WEBHOOK])
     assert [e.path for e in unresolved] == [
+        "steps[1].config.url",
         "steps[1].config.headers.Authorization",
         "steps[1].config.headers.X-Api-Key",
+        "steps[1].config.body.token",
+        "steps[1].config.body.list[0].secret",
     ]
     assert restored[0] == tag
 
