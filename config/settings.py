@@ -279,7 +279,7 @@ WORKFLOW_MAX_CHAIN_DEPTH = env.int("WORKFLOW_MAX_CHAIN_DEPTH", default=10)
 INSTALLED_APPS += ["idempotency"]
 API_IDEMPOTENCY_KEY_TTL_HOURS = env.float("API_IDEMPOTENCY_KEY_TTL_HOURS", default=24.0)
 JOB_SCHEDULES = {
-    **globals().get("JOB_SCHEDULES", {}),
+    **globals().get("JOB_SCHEDULES", {}),  # keeps schedules set above, if a section ever sets some
     "relay.purge_idempotency_keys": {"cron": "41 * * * *", "handler": "idempotency.purge"},
 }
 # Retry-After (seconds) on the 429 for an account at max_concurrent_executions: runs
@@ -290,15 +290,12 @@ API_EXECUTION_LOG_LIMIT = env.int("API_EXECUTION_LOG_LIMIT", default=100)
 # Named enums in the schema: several fields are called `status` (or `type`, `op` ...).
 SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"].update(
     {
-        f"{name}Enum": f"workflows.api.serializers.{constant}"
-        for name, constant in {
-            "WorkflowStatus": "WORKFLOW_STATUS_CHOICES",
-            "ExecutionStatus": "EXECUTION_STATUS_CHOICES",
-            "TriggerType": "TRIGGER_TYPE_CHOICES",
-            "ConditionOp": "CONDITION_OP_CHOICES",
-            "Reenrollment": "REENROLLMENT_CHOICES",
-            "ActionType": "ACTION_TYPE_CHOICES",
-            "StepOutcome": "STEP_OUTCOME_CHOICES",
-        }.items()
+        "WorkflowStatusEnum": "workflows.api.serializers.WORKFLOW_STATUS_CHOICES",
+        "ExecutionStatusEnum": "workflows.api.serializers.EXECUTION_STATUS_CHOICES",
+        "TriggerTypeEnum": "workflows.api.serializers.TRIGGER_TYPE_CHOICES",
+        "ConditionOpEnum": "workflows.api.serializers.CONDITION_OP_CHOICES",
+        "ReenrollmentEnum": "workflows.api.serializers.REENROLLMENT_CHOICES",
+        "ActionTypeEnum": "workflows.api.serializers.ACTION_TYPE_CHOICES",
+        "StepOutcomeEnum": "workflows.api.serializers.STEP_OUTCOME_CHOICES",
     }
 )

@@ -65,7 +65,6 @@ from workflows.domain.errors import (
     ConcurrentExecutionLimitError,
     EnrollmentRefused,
     FieldError,
-    IdempotencyConflict,
     IllegalExecutionTransition,
     IllegalWorkflowTransition,
     WorkflowNotActive,
@@ -107,17 +106,15 @@ WORKFLOW_ERRORS = {
     IllegalExecutionTransition: lambda e: InvalidState(str(e), current_state=str(e.current)),
     EnrollmentRefused: lambda e: EnrollmentRefusedProblem(str(e)),
     ConcurrentExecutionLimitError: run_limit,
-    IdempotencyConflict: lambda e: Conflict(str(e)),
 }
 
 CREATED_FILTERS = (
     Timestamp("created_after", "Only those created at or after this time (ISO 8601)."),
     Timestamp("created_before", "Only those created before this time (ISO 8601)."),
 )
-RUN_FILTERS = (
-    Choice("status", ExecutionStatus, "Only runs in this state."),
-    Integer("contact", "Only this contact's runs.", maximum=10**18 - 1),
-    *CREATED_FILTERS,
+RUN_STATUS = Choice("status", ExecutionStatus, "Only runs in this state.")
+RUN_CONTACT = Integer(
+    "contact", "Only this contact's runs (another account's contact matches none).", maximum=10**18 - 1
 )
 
 
@@ -281,7 +278,7 @@ WorkflowRestoreView = _move_view(
 
 
 class WorkflowExecutionsView(WorkflowView):
-    filters = FilterSet(*RUN_FILTERS)
+    filters = FilterSet(RUN_STATUS, RUN_CONTACT, *CREATED_FILTERS)
 
     def required_permission(self, request: Request) -> Permission:
         return Permission.VIEW if request.method in ("GET", "HEAD") else Permission.RUN_WORKFLOWS
@@ -381,9 +378,10 @@ class ExecutionView(AccountView):
 
 class ExecutionListView(ExecutionView):
     filters = FilterSet(
-        Choice("status", ExecutionStatus, "Only runs in this state."),
-        Integer("workflow", "Only this workflow's runs.", maximum=10**18 - 1),
-        *RUN_FILTERS[1:],
+        RUN_STATUS,
+        Integer("workflow", "Only this workflow's runs (another account's workflow matches none).", maximum=10**18 - 1),
+        RUN_CONTACT,
+        *CREATED_FILTERS,
     )
 
     @extend_schema(operation_id="executions_list", summary="Runs, newest first", responses=ExecutionOut(many=True))
