@@ -90,6 +90,12 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
 else:
     _db.setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
     _db["CONN_HEALTH_CHECKS"] = True
+    # Server-side parameter binding, and statements prepared on a connection after their second use:
+    # PostgreSQL then parses and plans the workflow engine's hot statements once per connection, not
+    # once per step. Behind PgBouncer in transaction mode (before 1.21, or without
+    # max_prepared_statements) set DATABASE_PREPARED_STATEMENTS=false.
+    if env.bool("DATABASE_PREPARED_STATEMENTS", default=True):
+        _db.setdefault("OPTIONS", {}).update({"server_side_binding": True, "prepare_threshold": 2})
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

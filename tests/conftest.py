@@ -26,6 +26,16 @@ def _fast_password_hashing(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def _no_cached_signing_secrets():
+    """Rolled-back tests reuse account ids; a secret cached by an earlier test must not sign for a later one."""
+    from integrations.application.secrets import forget_cached_secrets
+
+    forget_cached_secrets()
+    yield
+    forget_cached_secrets()
+
+
 @pytest.fixture
 def account(db):
     return AccountFactory()

@@ -3,11 +3,19 @@
 from collections.abc import Mapping
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from contacts.application import events
-from contacts.domain.model import ConsentChannel, ConsentSource, ContactError, with_tag, without_tag
+from contacts.domain.model import (
+    ConsentChannel,
+    ConsentSource,
+    ContactError,
+    normalize_tag,
+    with_tag,
+)
 from contacts.infrastructure.models import ConsentChange, Contact
+from contacts.infrastructure.store import ContactStore, as_contact
 
 # Fields a caller may set directly; consent changes go through set_consent.
 EDITABLE_FIELDS = ("email", "phone", "first_name", "last_name")
@@ -46,7 +54,6 @@ def contact_create(
     return _apply_consent(contact, consent, consent_source)
 
 
-@transaction.atomic
 def contact_update(
     *,
     contact_id: int,
@@ -57,24 +64,43 @@ def contact_update(
 ) -> Contact:
     """Set fields; custom fields are merged key by key unless told to replace them.
 
-    `consent` changes are recorded (ConsentChange) in the same transaction.
+    `consent` changes are recorded (ConsentChange) in the same transaction. Input is checked before any
+    write, so a bad value leaves a caller's transaction usable (the workflow engine records it as the
+    step's failure).
     """
     _check_fields(fields)
-    contact = Contact.objects.select_for_update().get(pk=contact_id)
-    changed: list[str] = []
+    _check_values(fields)
+    store = ContactStore()
+    duplicate_email = False
+    with transaction.atomic(savepoint=False):  # on the hot path of update steps: no savepoint round trips
+        row = store.lock(contact_id)
+        changes: dict[str, Any] = {}
+        for name, value in fields.items():
+            if name == "custom_fields":
+                value = {**row["custom_fields"], **value} if merge_custom_fields else dict(value)
+            if row[name] != value:
+                changes[name] = value
+        if changes.get("email") and store.email_taken(row["account_id"], changes["email"], contact_id):
+            duplicate_email = True
+        elif changes:
+            row.update(changes, updated_at=store.update(contact_id, changes))
+            events.publish(
+                events.ContactEvent(row["account_id"], contact_id, events.CONTACT_UPDATED, {"changed": list(changes)})
+            )
+    if duplicate_email:
+        raise ContactError("email", "another contact in this account has this email address")
+    return _apply_consent(as_contact(row), consent, consent_source)
+
+
+def _check_values(fields: dict[str, Any]) -> None:
+    """Each value against its model field's own rules (email format, length), before any write."""
     for name, value in fields.items():
         if name == "custom_fields":
-            value = {**contact.custom_fields, **value} if merge_custom_fields else dict(value)
-        if getattr(contact, name) != value:
-            setattr(contact, name, value)
-            changed.append(name)
-    if changed:
-        contact.full_clean(exclude=["account"])
-        _save_unique(contact, update_fields=[*changed, "updated_at"])
-        events.publish(
-            events.ContactEvent(contact.account_id, contact.pk, events.CONTACT_UPDATED, {"changed": changed})
-        )
-    return _apply_consent(contact, consent, consent_source)
+            continue
+        try:
+            Contact._meta.get_field(name).run_validators(value)
+        except ValidationError as exc:
+            raise ContactError(name, " ".join(exc.messages)) from None
 
 
 def _save_unique(contact: Contact, update_fields: list[str] | None = None) -> None:
@@ -109,26 +135,24 @@ def contact_delete(*, contact_id: int) -> None:
     contact.delete()
 
 
-@transaction.atomic
 def contact_add_tag(*, contact_id: int, tag: str) -> tuple[Contact, bool]:
-    contact = Contact.objects.select_for_update().get(pk=contact_id)
-    contact.tags, added = with_tag(contact.tags, tag)
-    if added:
-        contact.save(update_fields=["tags", "updated_at"])
-        events.publish(events.ContactEvent(contact.account_id, contact.pk, events.TAG_ADDED, {"tag": contact.tags[-1]}))
-    return contact, added
+    tag = normalize_tag(tag)  # before any write: a bad tag leaves a caller's transaction usable
+    store = ContactStore()
+    with transaction.atomic(savepoint=False):  # on the hot path of tag steps: no savepoint round trips
+        row, added = store.add_tag(contact_id, tag)
+        if added:
+            events.publish(events.ContactEvent(row["account_id"], contact_id, events.TAG_ADDED, {"tag": tag}))
+    return as_contact(row), added
 
 
-@transaction.atomic
 def contact_remove_tag(*, contact_id: int, tag: str) -> tuple[Contact, bool]:
-    contact = Contact.objects.select_for_update().get(pk=contact_id)
-    before = set(contact.tags)
-    contact.tags, removed = without_tag(contact.tags, tag)
-    if removed:
-        contact.save(update_fields=["tags", "updated_at"])
-        (gone,) = before - set(contact.tags)
-        events.publish(events.ContactEvent(contact.account_id, contact.pk, events.TAG_REMOVED, {"tag": gone}))
-    return contact, removed
+    tag = normalize_tag(tag)
+    store = ContactStore()
+    with transaction.atomic(savepoint=False):
+        row, removed = store.remove_tag(contact_id, tag)
+        if removed:
+            events.publish(events.ContactEvent(row["account_id"], contact_id, events.TAG_REMOVED, {"tag": tag}))
+    return as_contact(row), removed
 
 
 @transaction.atomic

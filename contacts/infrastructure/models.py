@@ -26,7 +26,11 @@ class Contact(models.Model):
             # One contact per email address within an account, as CRMs dedupe.
             models.UniqueConstraint(fields=["account", "email"], condition=~Q(email=""), name="contact_unique_email"),
         ]
-        indexes = [models.Index(fields=["account", "phone"], name="contact_account_phone")]
+        indexes = [
+            models.Index(fields=["account", "phone"], name="contact_account_phone"),
+            # An inbound STOP names only the phone number: it opts the number out in every account.
+            models.Index(fields=["phone"], name="contact_phone"),
+        ]
 
     def __str__(self) -> str:
         return self.email or self.phone or f"contact {self.pk}"

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from accounts.models import Account
-from integrations.application.secrets import webhook_signing_secrets
+from integrations.application.secrets import webhook_signing_secrets_cached
 from integrations.application.unsubscribe import unsubscribe_url
 from integrations.domain.channels import EmailChannel, SmsChannel, VoiceChannel, WebhookClient
 from integrations.infrastructure.console import ConsoleSmsChannel, ConsoleVoiceChannel
@@ -55,4 +55,4 @@ def _account_sender(account_id: int) -> str:
 
 
 def _signing_secrets(account_id: int) -> list[str]:
-    return webhook_signing_secrets(account_id=account_id)
+    return webhook_signing_secrets_cached(account_id=account_id)

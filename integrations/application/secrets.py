@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import timedelta
 
 from django.conf import settings
@@ -33,9 +35,23 @@ def webhook_secret_get_or_create(*, account_id: int) -> WebhookSigningSecret:
         return WebhookSigningSecret.objects.get(account_id=account_id)
 
 
+def _forget(account_id: int) -> None:
+    with _cache_lock:
+        _cache.pop(account_id, None)
+
+
+def forget_cached_secrets() -> None:
+    """Empty this process's cache (tests, whose rolled-back accounts reuse ids)."""
+    with _cache_lock:
+        _cache.clear()
+
+
 def webhook_signing_secrets(*, account_id: int) -> list[str]:
     """The secrets that sign the account's webhooks now: the current one, and the previous one during its grace."""
-    record = webhook_secret_get_or_create(account_id=account_id)
+    return _signing_secrets_of(webhook_secret_get_or_create(account_id=account_id))
+
+
+def _signing_secrets_of(record: WebhookSigningSecret) -> list[str]:
     secrets = [record.secret]
     if record.previous_secret and record.rotated_at is not None:
         grace = timedelta(hours=float(getattr(settings, "WEBHOOK_SECRET_ROTATION_GRACE_HOURS", 24.0)))
@@ -44,9 +60,32 @@ def webhook_signing_secrets(*, account_id: int) -> list[str]:
     return secrets
 
 
+# Signing reads the account's secrets for every webhook; a worker keeps them a few seconds. A rotation
+# reaches other processes within that time (the old secret signs beside the new one for 24 hours).
+SECRETS_CACHE_SECONDS = 5.0
+_cache: dict[int, tuple[float, WebhookSigningSecret]] = {}
+_cache_lock = threading.Lock()
+
+
+def webhook_signing_secrets_cached(*, account_id: int) -> list[str]:
+    """As webhook_signing_secrets, from a record read at most SECRETS_CACHE_SECONDS ago (the grace period
+    is still judged now)."""
+    now = time.monotonic()
+    with _cache_lock:
+        found = _cache.get(account_id)
+    if found is None or now - found[0] >= SECRETS_CACHE_SECONDS:
+        found = (now, webhook_secret_get_or_create(account_id=account_id))
+        with _cache_lock:
+            _cache[account_id] = found
+    return _signing_secrets_of(found[1])
+
+
 @transaction.atomic
 def webhook_secret_rotate(*, account_id: int) -> WebhookSigningSecret:
     """Issue a new secret; the old one keeps signing beside it for the grace period."""
+    with _cache_lock:
+        _cache.pop(account_id, None)
+    transaction.on_commit(lambda: _forget(account_id))
     record = webhook_secret_get_or_create(account_id=account_id)
     record = WebhookSigningSecret.objects.select_for_update().get(pk=record.pk)
     record.previous_secret = record.secret

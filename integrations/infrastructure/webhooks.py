@@ -19,6 +19,7 @@ import json
 import logging
 import re
 import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -125,6 +126,46 @@ class PinnedAddressAdapter(HTTPAdapter):
             pool_kwargs["server_hostname"] = self.target.host
             pool_kwargs["assert_hostname"] = self.target.host
         return host_params, pool_kwargs
+
+
+class _SessionCache(threading.local):
+    """Each thread keeps a session per vetted target (address, host, port), so consecutive webhooks to one
+    receiver reuse a kept-alive connection instead of opening one each time. A session only ever
+    connects to the address its target was vetted for; a different answer from DNS is a different key."""
+
+    MAX_SESSIONS = 32
+    MAX_IDLE_SECONDS = 30.0
+
+    def __init__(self) -> None:
+        self.sessions: dict[tuple, tuple[requests.Session, float]] = {}
+
+    def get(self, target: VettedTarget, verify: Any) -> tuple[requests.Session, bool]:
+        key = (target.address, target.host, target.port, verify)
+        now = time.monotonic()
+        found = self.sessions.pop(key, None)
+        if found is not None and now - found[1] <= self.MAX_IDLE_SECONDS:
+            self.sessions[key] = (found[0], now)
+            return found[0], True
+        if found is not None:
+            found[0].close()
+        session = requests.Session()
+        session.trust_env = False  # no proxy, no .netrc: the connection goes where the guard said
+        adapter = PinnedAddressAdapter(target)
+        session.mount("http://", adapter)
+        session.mount("https://", adapter)
+        self.sessions[key] = (session, now)
+        while len(self.sessions) > self.MAX_SESSIONS:  # the least recently used goes
+            oldest = next(iter(self.sessions))
+            self.sessions.pop(oldest)[0].close()
+        return session, False
+
+    def drop(self, target: VettedTarget, verify: Any) -> None:
+        found = self.sessions.pop((target.address, target.host, target.port, verify), None)
+        if found is not None:
+            found[0].close()
+
+
+_sessions = _SessionCache()
 
 
 @dataclass(frozen=True)
@@ -315,25 +356,28 @@ class RequestsWebhookClient:
         request: WebhookRequest,
     ) -> WebhookResponse:
         who = f"webhook {outgoing.origin}"
-        session = requests.Session()
-        session.trust_env = False  # no proxy, no .netrc: the connection goes where the guard said
-        adapter = PinnedAddressAdapter(target)
-        session.mount("http://", adapter)
-        session.mount("https://", adapter)
+        verify = config.ca_bundle or True
+        session, reused = _sessions.get(target, verify)
         try:
             prepared = requests.Request(
                 outgoing.method, outgoing.url, headers=outgoing.headers, data=outgoing.body
             ).prepare()
             prepared.headers["Host"] = outgoing.host_header
+            timeout = (config.connect_timeout, config.read_timeout)
             try:
-                answer = session.send(
-                    prepared,
-                    stream=True,
-                    timeout=(config.connect_timeout, config.read_timeout),
-                    allow_redirects=False,
-                    verify=config.ca_bundle or True,
-                    proxies={},
-                )
+                try:
+                    answer = session.send(
+                        prepared, stream=True, timeout=timeout, allow_redirects=False, verify=verify, proxies={}
+                    )
+                except requests.ConnectionError:
+                    if not reused:
+                        raise
+                    # The receiver closed a kept-alive connection as we reused it: once more, on a new one.
+                    _sessions.drop(target, verify)
+                    session, reused = _sessions.get(target, verify)
+                    answer = session.send(
+                        prepared, stream=True, timeout=timeout, allow_redirects=False, verify=verify, proxies={}
+                    )
             except requests.ConnectTimeout:
                 raise TimeoutFailure(f"{who}: no connection within {config.connect_timeout:g} s") from None
             except requests.ReadTimeout:
@@ -348,8 +392,9 @@ class RequestsWebhookClient:
                 raw, truncated = _read_capped(answer, config, who)
             finally:
                 answer.close()
-        finally:
-            session.close()
+        except BaseException:
+            _sessions.drop(target, verify)  # whatever state its connection is in, do not reuse it
+            raise
 
         duration_ms = (time.monotonic() - started) * 1000
         secrets = [

@@ -76,7 +76,7 @@ def enqueue(
         max_attempts=max_attempts,
         created_by=created_by,
     )
-    new = _to_row(spec)
+    new = prepare_job(spec)
     holder = get_store(using).insert([new])[new.id]
     if holder != new.id:
         return Job.objects.using(using).get(pk=holder)
@@ -85,7 +85,7 @@ def enqueue(
 
 def enqueue_many(specs: Iterable[JobSpec], *, using: str = "default", chunk_size: int = 5000) -> list[UUID]:
     """Queue many jobs in few statements; returns each job's id in order (the holder's id for a taken key)."""
-    rows = [_to_row(spec) for spec in specs]
+    rows = [prepare_job(spec) for spec in specs]
     store = get_store(using)
     ids: list[UUID] = []
     for start in range(0, len(rows), chunk_size):
@@ -95,7 +95,8 @@ def enqueue_many(specs: Iterable[JobSpec], *, using: str = "default", chunk_size
     return ids
 
 
-def _to_row(spec: JobSpec) -> NewJob:
+def prepare_job(spec: JobSpec) -> NewJob:
+    """Check a job and turn it into the row to insert (InvalidJob / UnknownHandler name what is wrong)."""
     get_handler(spec.handler)  # unknown names are refused here, not discovered by a worker
     if not isinstance(spec.payload, dict):
         raise InvalidJob("payload", "must be a JSON object (a dict)")

@@ -531,6 +531,8 @@ def _reset_handler_connection(connection, *, force: bool = False) -> bool:
         connection.atomic_blocks = []
     if leaked or force:
         connection.close()  # rolls back whatever the handler left open; the next job reconnects
-    else:
+    elif connection.errors_occurred:
+        # Not after every job: close_if_unusable_or_obsolete() re-arms Django's health check, one
+        # more round trip before the next job's first statement.
         connection.close_if_unusable_or_obsolete()
     return leaked

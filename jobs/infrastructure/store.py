@@ -31,6 +31,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+import psycopg
 from django.db import connections
 from django.db.utils import load_backend
 from django.utils import timezone
@@ -102,6 +103,14 @@ class JobStore:
 
     def complete(self, worker_id: str, done: Sequence[Finished]) -> set[UUID]:
         raise NotImplementedError
+
+    def complete_and_insert(
+        self, worker_id: str, done: Finished, jobs: Sequence[NewJob]
+    ) -> tuple[bool, dict[UUID, UUID]]:
+        """Complete one job and insert the jobs that follow it; nothing is inserted if the completion is refused."""
+        if not self.complete(worker_id, [done]):
+            return False, {}
+        return True, (self.insert(jobs) if jobs else {})
 
     def fail(
         self,
@@ -178,8 +187,59 @@ class PostgresJobStore(JobStore):
         SELECT id, (SELECT count(*) FROM woken) FROM ins
     """
 
+    # One job: the same statement with plain VALUES (cheaper to send than ten one-element arrays).
+    INSERT_ONE = """
+        WITH ins AS (
+            INSERT INTO jobs_job (id, queue, handler, payload, status, priority, run_at, created_at,
+                                  attempt_number, max_attempts, account_id, created_by_id, unique_key,
+                                  error_message, worker_id)
+            VALUES (%s, %s, %s, %s::jsonb, 'pending', %s, coalesce(%s::timestamptz, statement_timestamp()),
+                    statement_timestamp(), 0, %s, %s, %s, %s, '', '')
+            ON CONFLICT (unique_key) WHERE status IN ('pending', 'retrying', 'running') DO NOTHING
+            RETURNING id, queue, run_at
+        ),
+        woken AS (
+            SELECT pg_notify('relay_jobs', queue || ' 1') FROM ins WHERE run_at <= statement_timestamp()
+        )
+        SELECT id, (SELECT count(*) FROM woken) FROM ins
+    """
+
     # The claim is the function relay_claim_jobs() in sql/claim_jobs.sql.
     CLAIM = "SELECT * FROM relay_claim_jobs(%s, %s::text[], %s, %s)"
+
+    COMPLETE_ONE = """
+        UPDATE jobs_job
+        SET status = 'completed', started_at = to_timestamp(%s), completed_at = to_timestamp(%s),
+            lease_expires_at = NULL
+        WHERE id = %s AND attempt_number = %s AND status = 'running' AND worker_id = %s
+        RETURNING id
+    """
+
+    # Complete a job and insert the one that follows it, in one statement (the workflow engine's step path).
+    COMPLETE_AND_INSERT_ONE = """
+        WITH done AS (
+            UPDATE jobs_job
+            SET status = 'completed', started_at = to_timestamp(%s), completed_at = to_timestamp(%s),
+                lease_expires_at = NULL
+            WHERE id = %s AND attempt_number = %s AND status = 'running' AND worker_id = %s
+            RETURNING id
+        ),
+        ins AS (
+            INSERT INTO jobs_job (id, queue, handler, payload, status, priority, run_at, created_at,
+                                  attempt_number, max_attempts, account_id, created_by_id, unique_key,
+                                  error_message, worker_id)
+            SELECT %s::uuid, %s::text, %s::text, %s::jsonb, 'pending', %s::int,
+                   coalesce(%s::timestamptz, statement_timestamp()), statement_timestamp(), 0, %s::int,
+                   %s::bigint, %s::int, %s::text, '', ''
+            WHERE EXISTS (SELECT 1 FROM done)
+            ON CONFLICT (unique_key) WHERE status IN ('pending', 'retrying', 'running') DO NOTHING
+            RETURNING id, queue, run_at
+        ),
+        woken AS (
+            SELECT pg_notify('relay_jobs', queue || ' 1') FROM ins WHERE run_at <= statement_timestamp()
+        )
+        SELECT (SELECT count(*) FROM done), (SELECT id FROM ins), (SELECT count(*) FROM woken)
+    """
 
     COMPLETE = """
         UPDATE jobs_job j
@@ -240,7 +300,25 @@ class PostgresJobStore(JobStore):
         SELECT id, status, queue, (SELECT count(*) FROM woken) FROM rescued
     """
 
+    @staticmethod
+    def _values(j: NewJob) -> list[Any]:
+        return [
+            j.id,
+            j.queue,
+            j.handler,
+            j.payload,
+            j.priority,
+            j.run_at,
+            j.max_attempts,
+            j.account_id,
+            j.created_by_id,
+            j.unique_key,
+        ]
+
     def insert(self, jobs: Sequence[NewJob]) -> dict[UUID, UUID]:
+        if len(jobs) == 1:
+            inserted = {_uuid(row[0]) for row in self._rows(self.INSERT_ONE, self._values(jobs[0]))}
+            return self._resolve_conflicts(jobs, inserted)
         columns = [
             [j.id for j in jobs],
             [j.queue for j in jobs],
@@ -287,7 +365,10 @@ class PostgresJobStore(JobStore):
         if connection.in_atomic_block:
             raise ClaimInsideTransaction("claim jobs outside any transaction")
         params = [worker_id, list(queues) if queues else None, limit, lease_seconds]
-        with connection.cursor() as cursor:
+        with connection.wrap_database_errors:
+            connection.ensure_connection()
+            # Several statements in one message need client-side binding, whatever the connection's default.
+            cursor = psycopg.ClientCursor(connection.connection)
             try:
                 cursor.execute(f"BEGIN; SET LOCAL synchronous_commit TO off; {self.CLAIM}; COMMIT", params)
                 cursor.nextset()
@@ -296,11 +377,17 @@ class PostgresJobStore(JobStore):
             except BaseException:
                 connection.close()  # whatever state the session is in, start afresh
                 raise
+            finally:
+                cursor.close()
         return _claimed(rows)
 
     def complete(self, worker_id: str, done: Sequence[Finished]) -> set[UUID]:
         if not done:
             return set()
+        if len(done) == 1:
+            d = done[0]
+            rows = self._rows(self.COMPLETE_ONE, [d.started, d.finished, d.id, d.attempt_number, worker_id])
+            return {_uuid(row[0]) for row in rows}
         params = [
             [d.id for d in done],
             [d.attempt_number for d in done],
@@ -309,6 +396,15 @@ class PostgresJobStore(JobStore):
             worker_id,
         ]
         return {_uuid(row[0]) for row in self._rows(self.COMPLETE, params)}
+
+    def complete_and_insert(self, worker_id, done, jobs) -> tuple[bool, dict[UUID, UUID]]:
+        if len(jobs) != 1:
+            return super().complete_and_insert(worker_id, done, jobs)
+        params = [done.started, done.finished, done.id, done.attempt_number, worker_id, *self._values(jobs[0])]
+        ((completed, inserted_id, _),) = self._rows(self.COMPLETE_AND_INSERT_ONE, params)
+        if not completed:
+            return False, {}
+        return True, self._resolve_conflicts(jobs, {_uuid(inserted_id)} if inserted_id else set())
 
     def fail(self, worker_id, job_id, attempt_number, *, status, error, delay, started) -> bool:
         params = {

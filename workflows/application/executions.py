@@ -499,9 +499,8 @@ class ExecutionService:
             move = run.wait_over(self.clock())
             if move is None:
                 return
-            self._enact(row, run, move)
+            self._enact(row, run, move, completing=job)
             store.update_run(row, [*row.apply(run), "next_job_id"])
-            job.mark_completed()
 
     def _step_run(
         self, row: RunRow, contact: dict[str, Any], version: LoadedVersion, step: Step, now: datetime
@@ -581,7 +580,7 @@ class ExecutionService:
                 error_details,
                 decision.reason,
             )
-        self._enact(row, run, move)
+        self._enact(row, run, move, completing=job)  # this job completes, what follows is queued: one statement
         store.record_step(
             row,
             [*row.apply(run), "next_job_id"],
@@ -599,23 +598,41 @@ class ExecutionService:
                 "response_data": data,
             },
         )
-        job.mark_completed()
 
-    def _enact(self, row: RunRow, run: Execution, move: NextMove) -> None:
-        """Put the run's next move on the queue, in the caller's transaction; remember its job."""
-        if move.kind is MoveKind.KEEP:
-            return
-        if move.kind is MoveKind.NOTHING:
-            row.next_job_id = None
-            return
+    def _enact(self, row: RunRow, run: Execution, move: NextMove, completing: JobContext | None = None) -> None:
+        """Put the run's next move on the queue, in the caller's transaction; remember its job.
+
+        `completing`: the step's own job, marked completed by the same statement that queues what follows.
+        """
+        spec = None
         if move.kind is MoveKind.RUN_STEP:
-            handler = STEP_HANDLER
-            payload = _step_payload(row, run.current_step_index)
+            spec = JobSpec(
+                STEP_HANDLER,
+                _step_payload(row, run.current_step_index),
+                queue=settings.WORKFLOW_QUEUE,
+                run_at=move.at,
+                account=row.account_id,
+            )
+        elif move.kind is MoveKind.END_WAIT:
+            spec = JobSpec(
+                RESUME_HANDLER,
+                {"execution_id": str(row.id)},
+                queue=settings.WORKFLOW_QUEUE,
+                run_at=move.at,
+                account=row.account_id,
+            )
+        if completing is not None:
+            next_ids = completing.mark_completed(then=[spec] if spec else [])
+        elif spec is not None:
+            next_ids = [
+                enqueue(spec.handler, spec.payload, queue=spec.queue, run_at=spec.run_at, account=spec.account).id
+            ]
         else:
-            handler = RESUME_HANDLER
-            payload = {"execution_id": str(row.id)}
-        job = enqueue(handler, payload, queue=settings.WORKFLOW_QUEUE, run_at=move.at, account=row.account_id)
-        row.next_job_id = job.id
+            next_ids = []
+        if spec is not None:
+            row.next_job_id = next_ids[0]
+        elif move.kind is MoveKind.NOTHING:
+            row.next_job_id = None
 
     # --- the operator's side ------------------------------------------------------------------
     def pause(self, *, execution_id: UUID | str, account_id: int | None = None) -> WorkflowExecution:
