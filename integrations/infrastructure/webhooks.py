@@ -15,6 +15,7 @@ processes (their environment) configure it without rebuilding anything.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -126,6 +127,14 @@ class PinnedAddressAdapter(HTTPAdapter):
             pool_kwargs["server_hostname"] = self.target.host
             pool_kwargs["assert_hostname"] = self.target.host
         return host_params, pool_kwargs
+
+
+@functools.lru_cache(maxsize=4096)
+def _normalized(url: str) -> tuple[str, Any, int | None]:
+    """The URL as requests will send it (IDNA host, quoted path), split; the same URLs come back every step."""
+    prepared_url = requests.Request("GET", url).prepare().url or ""
+    parts = urlsplit(prepared_url)
+    return prepared_url, parts, parts.port
 
 
 class _SessionCache(threading.local):
@@ -269,9 +278,7 @@ class RequestsWebhookClient:
         if any(ch in url for ch in "\r\n\t\x00 "):
             raise ValidationFailure("url: must not contain spaces or control characters")
         try:
-            prepared_url = requests.Request("GET", url).prepare().url or ""
-            parts = urlsplit(prepared_url)
-            port = parts.port
+            prepared_url, parts, port = _normalized(url)
         except (requests.RequestException, ValueError, UnicodeError):
             raise ValidationFailure("url: not a valid http(s) URL") from None
         scheme = parts.scheme.lower()

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from django.db import Error as DatabaseError
 from django.db import connections
 
+from jobs.application import notifications
 from jobs.application.config import QueueConfig
 from jobs.application.context import JobContext
 from jobs.application.registry import UnknownHandler, get_handler
@@ -138,7 +139,13 @@ class Worker:
             signal.signal(signal.SIGINT, self.stop)
         if connections[self.using].vendor == "postgresql" and not self.burst:
             self._listener = NotificationListener(
-                connections[self.using], self.queues, on_wake=self.signal.wake, on_connect=self.signal.wake_all
+                connections[self.using],
+                self.queues,
+                on_wake=self.signal.wake,
+                on_connect=self.signal.wake_all,
+                channels=notifications.registered_channels(),
+                on_channel=notifications.deliver,
+                on_listening=notifications.set_listening,
             )
             self._listener.start()
         log.info(

@@ -27,7 +27,13 @@ class NotificationListener(threading.Thread):
         *,
         on_wake: Callable[[int], None],
         on_connect: Callable[[], None],
+        channels: Sequence[str] = (),
+        on_channel: Callable[[str, str | None], None] = lambda channel, payload: None,
+        on_listening: Callable[[bool], None] = lambda active: None,
     ) -> None:
+        """`channels`: other apps' channels; `on_channel(channel, payload)` gets their notifications, and
+        `on_channel(channel, None)` after each (re)connection, since some may have been missed meanwhile.
+        `on_listening(active)` says whether notifications are being received."""
         super().__init__(name="notification-listener", daemon=True)
         params = dict(django_connection.get_connection_params())
         for key in ("cursor_factory", "context", "prepare_threshold", "pool", "server_side_binding"):
@@ -37,10 +43,14 @@ class NotificationListener(threading.Thread):
         self._queues = set(queues) if queues else None
         self._on_wake = on_wake
         self._on_connect = on_connect
+        self._channels = list(channels)
+        self._on_channel = on_channel
+        self._on_listening = on_listening
         self._stopped = threading.Event()
         self.connected = threading.Event()
 
     def stop(self) -> None:
+        self._on_listening(False)
         self._stopped.set()
 
     def run(self) -> None:
@@ -49,14 +59,23 @@ class NotificationListener(threading.Thread):
             try:
                 with psycopg.connect(autocommit=True, **self._params) as conn:
                     conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    for channel in self._channels:
+                        conn.execute(f"LISTEN {channel}")
                     self.connected.set()
                     log.info("listening for job notifications on %s", NOTIFY_CHANNEL)
                     backoff = 0.2
                     self._on_connect()
+                    for channel in self._channels:
+                        self._on_channel(channel, None)  # whatever came while we were away is unknown
+                    self._on_listening(True)
                     while not self._stopped.is_set():
                         for note in conn.notifies(timeout=1.0):
-                            self._dispatch(note.payload)
+                            if note.channel == NOTIFY_CHANNEL:
+                                self._dispatch(note.payload)
+                            else:
+                                self._on_channel(note.channel, note.payload)
             except psycopg.Error as exc:
+                self._on_listening(False)
                 self.connected.clear()
                 if self._stopped.is_set():
                     return

@@ -216,6 +216,9 @@ class PostgresJobStore(JobStore):
     """
 
     # Complete a job and insert the one that follows it, in one statement (the workflow engine's step path).
+    # No NOTIFY: the worker finishing this job claims again as soon as its batch is done and takes what
+    # follows itself; waking every idle worker for it would cost each of them a claim (and NOTIFY
+    # serializes commits on PostgreSQL). Other workers still see it at their next claim or poll.
     COMPLETE_AND_INSERT_ONE = """
         WITH done AS (
             UPDATE jobs_job
@@ -233,12 +236,9 @@ class PostgresJobStore(JobStore):
                    %s::bigint, %s::int, %s::text, '', ''
             WHERE EXISTS (SELECT 1 FROM done)
             ON CONFLICT (unique_key) WHERE status IN ('pending', 'retrying', 'running') DO NOTHING
-            RETURNING id, queue, run_at
-        ),
-        woken AS (
-            SELECT pg_notify('relay_jobs', queue || ' 1') FROM ins WHERE run_at <= statement_timestamp()
+            RETURNING id
         )
-        SELECT (SELECT count(*) FROM done), (SELECT id FROM ins), (SELECT count(*) FROM woken)
+        SELECT (SELECT count(*) FROM done), (SELECT id FROM ins)
     """
 
     COMPLETE = """
@@ -401,7 +401,7 @@ class PostgresJobStore(JobStore):
         if len(jobs) != 1:
             return super().complete_and_insert(worker_id, done, jobs)
         params = [done.started, done.finished, done.id, done.attempt_number, worker_id, *self._values(jobs[0])]
-        ((completed, inserted_id, _),) = self._rows(self.COMPLETE_AND_INSERT_ONE, params)
+        ((completed, inserted_id),) = self._rows(self.COMPLETE_AND_INSERT_ONE, params)
         if not completed:
             return False, {}
         return True, self._resolve_conflicts(jobs, {_uuid(inserted_id)} if inserted_id else set())

@@ -19,6 +19,7 @@ from workflows.application.errors import WorkflowNotFound
 from workflows.domain.errors import FieldError, WorkflowValidationError
 from workflows.domain.workflow import WorkflowDefinition, check_editable, workflow_move
 from workflows.infrastructure.models import Workflow, WorkflowStep, WorkflowVersion
+from workflows.infrastructure.store import triggers_changed
 
 MAX_NAME = 200
 MAX_DESCRIPTION = 5000
@@ -129,6 +130,7 @@ class WorkflowService:
             workflow.current_version = version
             workflow.status = target
             workflow.save(update_fields=["current_version", "status", "updated_at"])
+            triggers_changed(workflow.account_id)
         return version
 
     def pause(self, *, workflow_id: int, account_id: int | None = None) -> Workflow:
@@ -154,6 +156,7 @@ class WorkflowService:
                 workflow.status, action, has_version=workflow.current_version_id is not None
             )
             workflow.save(update_fields=["status", "updated_at"])
+            triggers_changed(workflow.account_id)
         return workflow
 
     @staticmethod

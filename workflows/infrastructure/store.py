@@ -14,17 +14,83 @@ Values are prepared by the model fields themselves (UUIDs, JSON, datetimes).
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from django.db import connections
+from django.db import connections, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from jobs.application.notifications import listening, notify, on_notification
 from workflows.domain.execution import COUNTED_FOR_LIMIT, UNFINISHED, Execution, ExecutionStatus
 from workflows.infrastructure.models import ExecutionLog, WorkflowExecution
+
+TRIGGERS_CHANNEL = "relay_workflows"  # NOTIFY payload: the account whose workflows' triggers changed
+
+
+class TriggerCache:
+    """Which active workflows an event starts, per account, kept in a worker process.
+
+    Trusted only while the worker's LISTEN connection receives TRIGGERS_CHANNEL: publishing, pausing,
+    activating, archiving or restoring a workflow notifies it in the same transaction, and a
+    reconnection drops everything. A generation number keeps an answer read before a notification
+    from being stored after it.
+    """
+
+    MAX_ENTRIES = 50_000
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[int, dict[tuple[str, str | None], list[tuple[int, UUID]]]] = {}
+        self._generation = 0
+        self._size = 0
+
+    def trusted(self) -> bool:
+        return listening()
+
+    def get(self, account_id: int, key: tuple[str, str | None]) -> tuple[list[tuple[int, UUID]] | None, int]:
+        with self._lock:
+            return self._entries.get(account_id, {}).get(key), self._generation
+
+    def put(self, account_id: int, key: tuple[str, str | None], value: list[tuple[int, UUID]], generation: int) -> None:
+        with self._lock:
+            if generation != self._generation:
+                return  # something changed while we read: the next call reads again
+            if self._size >= self.MAX_ENTRIES:
+                self._entries.clear()
+                self._size = 0
+            self._entries.setdefault(account_id, {})[key] = value
+            self._size += 1
+
+    def forget(self, payload: str | None) -> None:
+        """A notification for one account, or None: forget everything."""
+        with self._lock:
+            self._generation += 1
+            if payload is None:
+                self._entries.clear()
+                self._size = 0
+                return
+            try:
+                dropped = self._entries.pop(int(payload), {})
+            except ValueError:
+                self._entries.clear()
+                self._size = 0
+                return
+            self._size -= len(dropped)
+
+
+trigger_cache = TriggerCache()
+on_notification(TRIGGERS_CHANNEL, trigger_cache.forget)
+
+
+def triggers_changed(account_id: int) -> None:
+    """Call inside the transaction that changes which workflows an event starts (publish, status moves)."""
+    notify(TRIGGERS_CHANNEL, str(account_id))
+    transaction.on_commit(lambda: trigger_cache.forget(str(account_id)))
+
 
 RUN_TABLE = WorkflowExecution._meta.db_table
 LOG_TABLE = ExecutionLog._meta.db_table
@@ -406,7 +472,22 @@ class RunStore:
         return [_uuid(job_id) for (job_id,) in rows]
 
     def event_candidates(self, account_id: int, name: str, tag: str | None) -> list[tuple[int, UUID]]:
-        """(workflow id, current version id) of the account's active workflows triggered by this event."""
+        """(workflow id, current version id) of the account's active workflows triggered by this event.
+
+        Every tag and contact change asks this. A worker keeps the answers while it receives the
+        notifications that say an account's workflows changed (see TriggerCache); elsewhere it asks the
+        database each time.
+        """
+        if not trigger_cache.trusted():
+            return self._event_candidates(account_id, name, tag)
+        key = (name, tag)
+        found, generation = trigger_cache.get(account_id, key)
+        if found is None:
+            found = self._event_candidates(account_id, name, tag)
+            trigger_cache.put(account_id, key, found, generation)
+        return found
+
+    def _event_candidates(self, account_id: int, name: str, tag: str | None) -> list[tuple[int, UUID]]:
         sql = (
             "SELECT w.id, w.current_version_id FROM workflows_workflow w"
             " JOIN workflows_workflowversion v ON v.id = w.current_version_id"

@@ -292,3 +292,31 @@ def test_an_event_chain_runs_across_workers(start_worker, account, contact, webh
     assert b_run.depth == 1
     assert webhook_server.received[0].body == {"tag": "qualified"}
     assert timezone.now() - b_run.created_at < timedelta(minutes=1)
+
+
+def test_a_worker_sees_a_workflow_published_or_paused_while_it_runs(start_worker, account, webhook_server):
+    """Workers remember which workflows an event starts; publishing and pausing must reach them at once."""
+    start_worker(**WORKER_ENV)
+    first, second, third = (ContactFactory(account=account) for _ in range(3))
+    tagger = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "vip"}}], name="Tagger")
+    wait_for_status(start(tagger, first), "completed")  # the worker now knows: tag.added vip starts nothing
+
+    follower = make_workflow(
+        account,
+        [{"action_type": "add_tag", "config": {"tag": "welcomed"}}],
+        trigger={"type": "event", "event": "tag.added", "tag": "vip"},
+        name="Follower",
+    )
+    wait_for_status(start(tagger, second), "completed")
+    followed = wait_until(
+        lambda: WorkflowExecution.objects.filter(workflow=follower, contact=second).first(),
+        TIMEOUT,
+        "the newly published workflow to start",
+    )
+    wait_for_status(followed, "completed")
+    assert "welcomed" in Contact.objects.get(pk=second.pk).tags
+
+    WorkflowService().pause(workflow_id=follower.pk)
+    wait_for_status(start(tagger, third), "completed")
+    time.sleep(0.5)
+    assert not WorkflowExecution.objects.filter(workflow=follower, contact=third).exists()
