@@ -140,7 +140,8 @@ class JobStore:
     def _rows(self, sql: str, params: Any) -> list[tuple]:
         with self.connection.cursor() as cursor:
             cursor.execute(sql, params)
-            return cursor.fetchall() if cursor.description else []
+            # Every caller's statement returns rows; psycopg builds `description` anew on each access.
+            return cursor.fetchall()
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:

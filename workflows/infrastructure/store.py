@@ -230,7 +230,8 @@ class RunStore:
     def _rows(self, sql: str, params: Any) -> list[tuple]:
         with self.connection.cursor() as cursor:
             cursor.execute(sql, params)
-            return cursor.fetchall() if cursor.description else []
+            # Every caller's statement returns rows; psycopg builds `description` anew on each access.
+            return cursor.fetchall()
 
     def _prep(self, model, name: str, value: Any) -> Any:
         return model._meta.get_field(name).get_db_prep_save(value, self.connection)
