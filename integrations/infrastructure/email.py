@@ -7,6 +7,7 @@ RFC 8058 one-click headers; SMTP's answers are mapped onto the queue's errors
 
 from __future__ import annotations
 
+import email.policy
 import logging
 import smtplib
 import ssl
@@ -35,6 +36,15 @@ RESERVED_HEADERS = frozenset(
 UnsubscribeUrl = Callable[[int], str]
 # Given an account id: that account's From address, or "" for the default.
 AccountSender = Callable[[int], str]
+
+
+# RFC 5322 allows lines of 998 characters. Under the default 78, Python folds a long header it cannot break
+# at a space (the List-Unsubscribe URL with its signed token) into RFC 2047 encoded words, which mailbox
+# providers do not decode there: the one-click link would be lost.
+class _RelayEmail(EmailMultiAlternatives):
+    def message(self, *, policy=email.policy.default):
+        # Backends choose the policy (SMTP's has CRLF line ends); only its line length changes.
+        return super().message(policy=policy.clone(max_line_length=998))
 
 
 class DjangoMailEmailChannel:
@@ -73,7 +83,7 @@ class DjangoMailEmailChannel:
         message_id = make_msgid(domain=domain)
         headers["Message-ID"] = message_id
 
-        mail = EmailMultiAlternatives(subject=subject, body=text, from_email=sender, to=[to], headers=headers)
+        mail = _RelayEmail(subject=subject, body=text, from_email=sender, to=[to], headers=headers)
         if html:
             mail.attach_alternative(html, "text/html")
         provider = _provider_name(self._alias)

@@ -16,6 +16,8 @@ from django.db import transaction
 from accounts.models import Account, Membership
 from contacts.application.services import contact_create
 from contacts.models import Contact
+from workflows.application.workflows import WorkflowService
+from workflows.models import Workflow
 
 CREDENTIALS = Path(settings.BASE_DIR) / ".demo-credentials"
 
@@ -41,6 +43,8 @@ class Command(BaseCommand):
             CREDENTIALS.write_text(f"{username}\n{password}\n")
             CREDENTIALS.chmod(0o600)
         Membership.objects.get_or_create(account=account, user=user, defaults={"role": "owner"})
+        if not Workflow.objects.filter(account=account).exists():
+            self._demo_workflow(account.pk)  # first, so tagging Grace below starts its first run
         if not Contact.objects.filter(account=account).exists():
             for first, email, tags in [
                 ("Ada", "ada@example.com", ["customer"]),
@@ -54,3 +58,25 @@ class Command(BaseCommand):
                 f"as {username} / {password} (kept in {CREDENTIALS.name})."
             )
         )
+
+    @staticmethod
+    def _demo_workflow(account_id: int) -> None:
+        """'Nurture trials': tag a contact `trial` and watch the worker carry the run (console email)."""
+        service = WorkflowService()
+        workflow = service.create(
+            account_id=account_id,
+            name="Nurture trials",
+            description="When a contact is tagged trial: email them, wait a moment, tag them nurtured.",
+            trigger={"type": "event", "event": "tag.added", "tag": "trial"},
+            reenrollment="after_finish",
+            steps=[
+                {
+                    "name": "Welcome email",
+                    "action_type": "send_email",
+                    "config": {"subject": "Welcome, {{ contact.first_name }}", "text": "Your trial has started."},
+                },
+                {"name": "Wait", "action_type": "wait", "config": {"duration": "10s"}},
+                {"name": "Mark nurtured", "action_type": "add_tag", "config": {"tag": "nurtured"}},
+            ],
+        )
+        service.publish(workflow_id=workflow.pk)

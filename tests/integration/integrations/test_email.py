@@ -59,6 +59,9 @@ def test_sends_text_and_html_with_one_click_unsubscribe(smtp_settings, smtp_serv
     header = received["List-Unsubscribe"]
     match = re.fullmatch(r"<(https://relay\.example/unsubscribe/[^/>]+/)>", header)
     assert match, header
+    # As sent, on the wire: mailbox providers read the URL there, not RFC 2047 encoded words.
+    raw = smtp_server.messages[0][2]
+    assert f"List-Unsubscribe: {header}".encode() in raw
     link = match.group(1)
     assert received["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
     assert "our spring sale starts today." in text
