@@ -163,12 +163,19 @@ class Worker:
             executor.thread.start()
 
         tick = min(0.1, self.config.poll_interval)
+        exit_code = 0
         while not self.stopping.is_set():
             self._enforce_deadlines()
             if self.burst and not any(e.thread.is_alive() for e in self._executors):
                 break
+            if not self.burst and not all(e.thread.is_alive() for e in self._executors):
+                # An executor can only end by a bug; a worker short of executors looks healthy but is not.
+                log.error("worker %s lost an executor thread; stopping so a supervisor restarts it", self.worker_id)
+                exit_code = 1
+                self.stop()
+                break
             self.stopping.wait(tick)
-        return self._shutdown()
+        return self._shutdown() or exit_code
 
     def stop(self, signum: int | None = None, frame: object = None) -> None:
         if signum is not None and self._restart:  # a signal during a restart: the supervisor wants us gone
