@@ -204,9 +204,12 @@ WEBHOOK_SECRET_ROTATION_GRACE_HOURS = env.float("WEBHOOK_SECRET_ROTATION_GRACE_H
 WEBHOOK_CA_BUNDLE = env.str("WEBHOOK_CA_BUNDLE", default="")  # a CA file for receivers' certificates; "" = certifi
 WEBHOOK_USER_AGENT = env.str("WEBHOOK_USER_AGENT", default="Relay-Webhooks/1.0")
 
-# urllib3 logs each request line, path and query included, at DEBUG: keep it quiet
-# whatever LOG_LEVEL says, since a webhook URL's path or query may hold a token.
-LOGGING["loggers"]["urllib3"] = {"level": "WARNING"}
+# urllib3 logs each request line, path and query included, at DEBUG, and the full URL
+# with a receiver's malformed header lines at WARNING: silence it whatever LOG_LEVEL
+# says, since a webhook URL's path or query may hold a token. The webhook client and
+# the SMS/voice provider log every outcome themselves, with the URL cut to its host.
+LOGGING["handlers"]["discard"] = {"class": "logging.NullHandler"}
+LOGGING["loggers"]["urllib3"] = {"level": "CRITICAL", "handlers": ["discard"], "propagate": False}
 
 # --- REST API ---------------------------------------------------------------------
 # /api/v1/ (config/api/): bearer tokens (accounts.ApiToken), problem details for

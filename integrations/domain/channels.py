@@ -10,8 +10,27 @@ once, where the protocol's answer is understood.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+# RFC 9110 field-value: visible ASCII or obs-text (latin-1), single spaces or tabs inside, none at the ends.
+_FIELD_VALUE = re.compile(r"[\x21-\x7e\x80-\xff]([\x20\x21-\x7e\x80-\xff\t]*[\x21-\x7e\x80-\xff])?")
+
+
+def header_value_problem(value: str) -> str | None:
+    """Why `value` cannot be sent as an HTTP header value, or None; the reason never quotes the value.
+
+    Checked before anything is sent: the HTTP library would otherwise refuse the value with an
+    exception that quotes it (a header value is often a credential) and that nothing classifies.
+    """
+    if value == "" or _FIELD_VALUE.fullmatch(value):
+        return None
+    if value != value.strip(" \t"):
+        return "must not start or end with a space or tab"
+    if any(ord(ch) > 0xFF for ch in value):
+        return "must hold only Latin-1 characters (HTTP header values are not UTF-8)"
+    return "must be on one line, without control characters"
 
 
 @dataclass(frozen=True)

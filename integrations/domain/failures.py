@@ -26,7 +26,7 @@ def is_success(status: int) -> bool:
 def failure_for_status(status: int, *, who: str, retry_after: float | None = None, detail: str = "") -> JobError:
     """The error for a non-2xx HTTP answer.
 
-    408, 429 and 5xx may pass (429 carries the server's Retry-After); 401 and
+    408, 429 and 5xx may pass, after the server's Retry-After when it sent one; 401 and
     403 are auth failures; every other answer, a 3xx included (redirects are
     not followed), is permanent.
     """
@@ -35,7 +35,7 @@ def failure_for_status(status: int, *, who: str, retry_after: float | None = Non
     if status == 429:
         return RateLimited(message, retry_after=retry_after)
     if status == 408 or 500 <= status < 600:
-        return ServerFailure(message)
+        return ServerFailure(message, retry_after=retry_after)
     if status in (401, 403):
         return AuthFailure(message)
     if 300 <= status < 400:

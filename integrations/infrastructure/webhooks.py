@@ -15,6 +15,7 @@ processes (their environment) configure it without rebuilding anything.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -32,7 +33,12 @@ import urllib3
 from django.conf import settings
 from requests.adapters import HTTPAdapter
 
-from integrations.domain.channels import WebhookRequest, WebhookResponse, attach_failure_details
+from integrations.domain.channels import (
+    WebhookRequest,
+    WebhookResponse,
+    attach_failure_details,
+    header_value_problem,
+)
 from integrations.domain.failures import failure_for_status, is_success, parse_retry_after
 from integrations.domain.redaction import excerpt, redact, request_secrets
 from integrations.domain.signing import HEADERS as SIGNATURE_HEADERS
@@ -127,6 +133,89 @@ class PinnedAddressAdapter(HTTPAdapter):
             pool_kwargs["server_hostname"] = self.target.host
             pool_kwargs["assert_hostname"] = self.target.host
         return host_params, pool_kwargs
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _WatchedHTTPPool, "https": _WatchedHTTPSPool}
+
+
+class _Exchange:
+    """One request and its answer, bounded as a whole: `deadline` is on the monotonic clock."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.connection: Any = None  # the urllib3 connection carrying it, once the pool hands one out
+        self.expired = False
+
+    def expire(self) -> None:
+        self.expired = True
+        sock = getattr(self.connection, "sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):  # already closed: nothing left to end
+                sock.shutdown(socket.SHUT_RDWR)  # the blocked read returns at once, and the pool drops it
+
+
+class _Deadlines:
+    """Ends exchanges that outlive their overall deadline.
+
+    urllib3's read timeout bounds each socket read, so a receiver that trickles its headers or body a
+    byte at a time would hold a worker thread for as long as it likes. One daemon thread per process
+    looks at the exchanges in flight every TICK seconds and shuts down the socket of an expired one.
+    """
+
+    TICK = 0.1
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._watched: dict[int, _Exchange] = {}
+        self._thread: threading.Thread | None = None
+        self._current = threading.local()
+
+    def begin(self, deadline: float) -> _Exchange:
+        exchange = _Exchange(deadline)
+        with self._lock:
+            self._watched[id(exchange)] = exchange
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._watch, name="webhook-deadlines", daemon=True)
+                self._thread.start()
+        self._current.exchange = exchange
+        return exchange
+
+    def end(self, exchange: _Exchange) -> None:
+        self._current.exchange = None
+        with self._lock:
+            self._watched.pop(id(exchange), None)
+
+    def connection_taken(self, connection: Any) -> None:
+        exchange = getattr(self._current, "exchange", None)
+        if exchange is not None:
+            exchange.connection = connection
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(self.TICK)
+            now = time.monotonic()
+            with self._lock:
+                expired = [e for e in self._watched.values() if e.deadline <= now and not e.expired]
+            for exchange in expired:
+                exchange.expire()
+
+
+_deadlines = _Deadlines()
+
+
+class _WatchedHTTPPool(urllib3.HTTPConnectionPool):
+    def _get_conn(self, timeout: float | None = None) -> Any:
+        connection = super()._get_conn(timeout)
+        _deadlines.connection_taken(connection)
+        return connection
+
+
+class _WatchedHTTPSPool(urllib3.HTTPSConnectionPool):
+    def _get_conn(self, timeout: float | None = None) -> Any:
+        connection = super()._get_conn(timeout)
+        _deadlines.connection_taken(connection)
+        return connection
 
 
 @functools.lru_cache(maxsize=4096)
@@ -232,8 +321,11 @@ class RequestsWebhookClient:
             target = self._vet(outgoing, config)
             outgoing = self._sign(outgoing, request.account_id, message_id)
             response = self._exchange(outgoing, target, config, started, message_id, request)
-        except JobError as error:
-            response = getattr(error, "response", None)
+        except Exception as exc:
+            # An unclassified exception's message may quote a header value or the URL (the HTTP library
+            # writes them in): it becomes a classified error naming only the exception's type.
+            who = "webhook" if origin == "webhook" else f"webhook {origin}"
+            error = exc if isinstance(exc, JobError) else NetworkFailure(f"{who}: failed ({type(exc).__name__})")
             if getattr(error, "response_data", None) is None:
                 attach_failure_details(
                     error,
@@ -252,7 +344,9 @@ class RequestsWebhookClient:
                 format_error(error),
                 message_id,
             )
-            raise
+            if error is exc:
+                raise
+            raise error from None
         log.info(
             "webhook %s %s answered %d in %.0f ms (webhook-id %s)",
             outgoing.method,
@@ -323,8 +417,9 @@ class RequestsWebhookClient:
                 raise ValidationFailure(f"headers: {name} is set by Relay and cannot be given")
             if not isinstance(value, str):
                 raise ValidationFailure(f"headers: the value of {name} must be a string")
-            if any(ch in value for ch in "\r\n\x00"):
-                raise ValidationFailure(f"headers: the value of {name} must be on one line")
+            problem = header_value_problem(value)
+            if problem:
+                raise ValidationFailure(f"headers: the value of {name} {problem}")
             headers = {k: v for k, v in headers.items() if k.lower() != name.lower()}
             headers[name] = value
         return headers
@@ -365,10 +460,15 @@ class RequestsWebhookClient:
         who = f"webhook {outgoing.origin}"
         verify = config.ca_bundle or True
         session, reused = _sessions.get(target, verify)
+        exchange = _deadlines.begin(time.monotonic() + config.connect_timeout + config.read_timeout)
         try:
-            prepared = requests.Request(
-                outgoing.method, outgoing.url, headers=outgoing.headers, data=outgoing.body
-            ).prepare()
+            try:
+                prepared = requests.Request(
+                    outgoing.method, outgoing.url, headers=outgoing.headers, data=outgoing.body
+                ).prepare()
+            except (requests.RequestException, ValueError, UnicodeError) as exc:
+                # Its message would quote the offending value, perhaps a credential; the type is enough.
+                raise ValidationFailure(f"{who}: the request cannot be sent ({type(exc).__name__})") from None
             prepared.headers["Host"] = outgoing.host_header
             timeout = (config.connect_timeout, config.read_timeout)
             try:
@@ -377,7 +477,7 @@ class RequestsWebhookClient:
                         prepared, stream=True, timeout=timeout, allow_redirects=False, verify=verify, proxies={}
                     )
                 except requests.ConnectionError:
-                    if not reused:
+                    if not reused or exchange.expired:
                         raise
                     # The receiver closed a kept-alive connection as we reused it: once more, on a new one.
                     _sessions.drop(target, verify)
@@ -385,23 +485,17 @@ class RequestsWebhookClient:
                     answer = session.send(
                         prepared, stream=True, timeout=timeout, allow_redirects=False, verify=verify, proxies={}
                     )
-            except requests.ConnectTimeout:
-                raise TimeoutFailure(f"{who}: no connection within {config.connect_timeout:g} s") from None
-            except requests.ReadTimeout:
-                raise TimeoutFailure(f"{who}: no answer within {config.read_timeout:g} s") from None
-            except requests.exceptions.SSLError as exc:
-                raise NetworkFailure(f"{who}: TLS {_tls_problem(exc)}") from None
-            except requests.ConnectionError as exc:
-                raise NetworkFailure(f"{who}: {_connection_problem(exc)}") from None
             except requests.RequestException as exc:
-                raise NetworkFailure(f"{who}: request failed ({type(exc).__name__})") from None
+                raise _send_failure(exc, who, config, expired=exchange.expired) from None
             try:
-                raw, truncated = _read_capped(answer, config, who)
+                raw, truncated = _read_capped(answer, config, who, exchange)
             finally:
                 answer.close()
         except BaseException:
             _sessions.drop(target, verify)  # whatever state its connection is in, do not reuse it
             raise
+        finally:
+            _deadlines.end(exchange)
 
         duration_ms = (time.monotonic() - started) * 1000
         secrets = [
@@ -435,16 +529,36 @@ class RequestsWebhookClient:
         raise error
 
 
-def _read_capped(answer: requests.Response, config: WebhookSettings, who: str) -> tuple[bytes, bool]:
-    """At most `max_response_bytes` of the body, within the read timeout overall; and whether there was more."""
+def _send_failure(exc: requests.RequestException, who: str, config: WebhookSettings, *, expired: bool) -> JobError:
+    """The classified error for a request that got no answer; never the exception's text (it may quote the URL)."""
+    if expired:
+        return TimeoutFailure(f"{who}: {_too_slow(config)}")
+    if isinstance(exc, requests.ConnectTimeout):
+        return TimeoutFailure(f"{who}: no connection within {config.connect_timeout:g} s")
+    if isinstance(exc, requests.ReadTimeout):
+        return TimeoutFailure(f"{who}: no answer within {config.read_timeout:g} s")
+    if isinstance(exc, requests.exceptions.SSLError):
+        return NetworkFailure(f"{who}: TLS {_tls_problem(exc)}")
+    if isinstance(exc, requests.ConnectionError):
+        return NetworkFailure(f"{who}: {_connection_problem(exc)}")
+    return NetworkFailure(f"{who}: request failed ({type(exc).__name__})")
+
+
+def _too_slow(config: WebhookSettings) -> str:
+    return f"the answer took longer than {config.connect_timeout + config.read_timeout:g} s in all"
+
+
+def _read_capped(
+    answer: requests.Response, config: WebhookSettings, who: str, exchange: _Exchange
+) -> tuple[bytes, bool]:
+    """At most `max_response_bytes` of the body, within the exchange's deadline; and whether there was more."""
     cap = config.max_response_bytes
-    deadline = time.monotonic() + config.read_timeout
     chunks: list[bytes] = []
     total = 0
     try:
         while total <= cap:
-            if time.monotonic() > deadline:
-                raise TimeoutFailure(f"{who}: the answer took longer than {config.read_timeout:g} s to arrive")
+            if exchange.expired or time.monotonic() > exchange.deadline:
+                raise TimeoutFailure(f"{who}: {_too_slow(config)}")
             chunk = answer.raw.read(min(_READ_CHUNK, cap + 1 - total), decode_content=True)
             if not chunk:
                 break
@@ -453,6 +567,8 @@ def _read_capped(answer: requests.Response, config: WebhookSettings, who: str) -
     except urllib3.exceptions.ReadTimeoutError:
         raise TimeoutFailure(f"{who}: the answer stalled for {config.read_timeout:g} s") from None
     except (urllib3.exceptions.HTTPError, OSError) as exc:
+        if exchange.expired:
+            raise TimeoutFailure(f"{who}: {_too_slow(config)}") from None
         raise NetworkFailure(f"{who}: the answer was cut off ({type(exc).__name__})") from None
     data = b"".join(chunks)
     return data[:cap], len(data) > cap

@@ -41,7 +41,12 @@ class JobError(Exception):
 
 
 class RetryableError(JobError):
-    """Failed for a passing reason; retry with backoff."""
+    """Failed for a passing reason; retry with backoff, or after `retry_after` seconds when the other side
+    said when to come back (a Retry-After on a 429, and on a 503 or 408 too, as RFC 9110 allows)."""
+
+    def __init__(self, message: str = "", retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class PermanentError(JobError):
@@ -68,8 +73,7 @@ class RateLimited(RetryableError):
     category = ErrorCategory.RATE_LIMIT
 
     def __init__(self, message: str = "rate limited", retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
+        super().__init__(message, retry_after)
 
 
 class ValidationFailure(PermanentError):
@@ -100,7 +104,7 @@ def classify(exc: BaseException) -> ClassifiedError:
     retry_after = None
     if isinstance(exc, JobError):
         category = exc.category
-        if isinstance(exc, RateLimited):
+        if isinstance(exc, RetryableError):
             retry_after = exc.retry_after
     elif isinstance(exc, TimeoutError):  # socket.timeout is an alias
         category = ErrorCategory.TIMEOUT

@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from contacts.domain.model import ConsentState, ContactError, normalize_tag
+from integrations.domain.channels import header_value_problem
 from workflows.domain.validation import Reader, is_template
 
 MAX_STEPS = 100
@@ -203,10 +204,12 @@ def _webhook(r: Reader) -> WebhookConfig:
             r.error(path, "is set by Relay's webhook client and cannot be overridden")
         elif not isinstance(value, str):
             r.error(path, "must be a string")
-        elif "\r" in value or "\n" in value:
-            r.error(path, "must be on one line")
         elif len(value) > 4000:
             r.error(path, "must be at most 4000 characters")
+        elif not is_template(value) and (problem := header_value_problem(value)):
+            r.error(path, problem)  # a template is checked when it is rendered, by the webhook client
+        elif "\r" in value or "\n" in value:
+            r.error(path, "must be on one line")
         elif r.check_template_at(path, value):
             headers.append((str(name), value))
     body = r.json_value("body", max_bytes=WEBHOOK_BODY_MAX_BYTES)

@@ -130,7 +130,9 @@ class HttpSink(_LoopbackHttpServer):
     /ok 200 · /flaky/<n>/<key> 503 n times then 200 · /limited/seconds 429 Retry-After: 7 ·
     /limited/date 429 Retry-After as an HTTP date 30 s ahead · /status/<code> that status ·
     /redirect 302 · /hang waits (past any short read timeout) · /big a 50 KB body ·
-    /echo 200 and /echo/<code> that status, both echoing the request back.
+    /echo 200 and /echo/<code> that status, both echoing the request back ·
+    /unavailable/retry-after 503 Retry-After: 9 · /malformed-header 500 with a header line lacking its colon ·
+    /trickle/headers and /trickle/body send their answer a byte every 0.2 s (each read is quick, the whole is not).
     """
 
     def __init__(self, host: str = "127.0.0.1") -> None:
@@ -162,6 +164,26 @@ class HttpSink(_LoopbackHttpServer):
             handler.reply(200, b'{"late": true}')
         elif path == "/big":
             handler.reply(200, b"x" * BIG_BODY_BYTES, {"Content-Type": "text/plain"})
+        elif path == "/unavailable/retry-after":
+            handler.reply(503, b'{"error": "maintenance"}', {"Retry-After": "9"})
+        elif path == "/malformed-header":
+            handler.wfile.write(b"HTTP/1.1 500 Oops\r\nContent-Length: 2\r\nthis line has no colon\r\n\r\n{}")
+        elif path in ("/trickle/headers", "/trickle/body"):
+            body = b'{"slow": true}' + b" " * 400
+            head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n" % len(body)
+            if path == "/trickle/headers":
+                quick, slow = b"", head + b"X-Padding: " + b"p" * 400 + b"\r\n\r\n" + body
+            else:
+                quick, slow = head + b"\r\n", body
+            try:
+                handler.wfile.write(quick)
+                for index in range(len(slow)):
+                    if self.release.wait(0.2):
+                        return
+                    handler.wfile.write(slow[index : index + 1])
+                    handler.wfile.flush()
+            except OSError:  # the client gave up, as it should
+                return
         elif path == "/echo" or path.startswith("/echo/"):
             code = int(path.split("/")[2]) if path.startswith("/echo/") else 200
             echo = {

@@ -46,7 +46,7 @@ def everything_logged(caplog):
     caplog.set_level(logging.DEBUG)
     for name in ("relay", "relay.integrations", "relay.integrations.webhooks", "requests"):
         caplog.set_level(logging.DEBUG, logger=name)
-    assert logging.getLogger("urllib3").getEffectiveLevel() == logging.WARNING
+    assert not logging.getLogger("urllib3").isEnabledFor(logging.ERROR)
     return caplog
 
 
@@ -81,6 +81,7 @@ def test_a_success_echoing_the_request_keeps_nothing_secret(webhook_settings, ht
         "/hang?token={canary}-query",
         "/redirect?token={canary}-query",
         "/limited/seconds?token={canary}-query",
+        "/malformed-header?token={canary}-query",  # urllib3 logs the whole URL with the lines it could not parse
     ],
 )
 def test_timeouts_redirects_and_rate_limits_leak_nothing(webhook_settings, http_sink, everything_logged, url):
@@ -113,3 +114,16 @@ def test_a_refused_connection_leaks_nothing(settings, everything_logged):
     with pytest.raises(JobError) as raised:
         webhook_client().send(canary_request(f"http://127.0.0.1:{closed_port()}/{CANARY}?t={CANARY}"))
     assert_no_canary(*error_texts(raised.value), everything_logged.text)
+
+
+@pytest.mark.parametrize(
+    "value", [f" Bearer {CANARY}", f"Bearer {CANARY}\u2603", f"Bearer {CANARY}\x01"], ids=["space", "utf8", "control"]
+)
+def test_a_header_value_the_http_library_refuses_is_never_quoted(webhook_settings, http_sink, everything_logged, value):
+    request = WebhookRequest("POST", http_sink.url("/ok"), headers={"Authorization": value}, body={})
+    with pytest.raises(JobError) as raised:
+        webhook_client().send(request)
+    assert classify(raised.value).retryable is False
+    assert "Authorization" in str(raised.value)
+    assert_no_canary(*error_texts(raised.value), everything_logged.text)
+    assert http_sink.requests == []

@@ -154,6 +154,20 @@ class TestClassification:
             send(http_sink.url("/limited/date"), body={})
         assert raised.value.retry_after == 5.0
 
+    def test_503_with_retry_after_is_retried_no_sooner_than_it_says(self, webhook_settings, http_sink):
+        with pytest.raises(ServerFailure) as raised:
+            send(http_sink.url("/unavailable/retry-after"), body={})
+        assert classify(raised.value).retry_after == 9.0
+
+    @pytest.mark.parametrize("path", ["/trickle/headers", "/trickle/body"])
+    def test_an_answer_trickled_a_byte_at_a_time_ends_at_the_overall_deadline(self, webhook_settings, http_sink, path):
+        """Each byte comes well within the 0.5 s read timeout; the whole would take over a minute."""
+        started = time.monotonic()
+        with pytest.raises(TimeoutFailure, match=r"took longer than 2\.5 s in all"):
+            send(http_sink.url(path), body={})
+        assert time.monotonic() - started < 10
+        assert http_sink.requests_to(path)
+
     @pytest.mark.parametrize(
         ("status", "kind"),
         [
@@ -243,6 +257,10 @@ class TestBadRequests:
             ({"headers": {"X-A": "one\r\nX-B: two"}}, "headers: the value of X-A must be on one line"),
             ({"headers": {"Bad Name": "x"}}, "headers: a header name must be a token"),
             ({"headers": {"X-N": 5}}, "headers: the value of X-N must be a string"),
+            ({"headers": {"Authorization": " Bearer t"}}, "headers: the value of Authorization must not start or end"),
+            ({"headers": {"Authorization": "Bearer t\t"}}, "headers: the value of Authorization must not start or end"),
+            ({"headers": {"X-U": "snow \u2603"}}, "headers: the value of X-U must hold only Latin-1"),
+            ({"headers": {"X-C": "a\x07b"}}, "headers: the value of X-C must be on one line, without control"),
             ({"body": {"when": {1, 2}}}, "body: not JSON-serializable"),
             ({"body": float("nan")}, "body: not JSON-serializable"),
             ({"account_id": 987654321}, "account_id: no account 987654321"),

@@ -153,6 +153,18 @@ def test_errors_name_their_paths_and_all_are_reported():
         ),
         (
             "webhook",
+            {"url": "https://x.example", "headers": {"Authorization": " Bearer secret-value"}},
+            "steps[0].config.headers.Authorization",
+            "must not start or end with a space or tab",
+        ),
+        (
+            "webhook",
+            {"url": "https://x.example", "headers": {"X-Name": "Ren\u00e9e \u2603"}},
+            "steps[0].config.headers.X-Name",
+            "Latin-1",
+        ),
+        (
+            "webhook",
             {"url": "https://x.example", "body": {"a": ["{{ x"]}},
             "steps[0].config.body.a[0]",
             "template error",
