@@ -17,8 +17,10 @@ from contacts.domain.model import (
 from contacts.infrastructure.models import ConsentChange, Contact
 from contacts.infrastructure.store import ContactStore, as_contact
 
-# Fields a caller may set directly; consent changes go through set_consent.
+# Fields a caller may set directly; consent changes are given apart (`consent=`), as each one is recorded.
 EDITABLE_FIELDS = ("email", "phone", "first_name", "last_name")
+# The contact column that holds each channel's opt-out.
+CONSENT_FIELDS: dict[ConsentChannel, str] = {ConsentChannel.EMAIL: "unsubscribed", ConsentChannel.SMS: "sms_opted_out"}
 
 
 def _check_fields(fields: dict[str, Any]) -> None:
@@ -40,18 +42,22 @@ def contact_create(
     consent_source: ConsentSource | None = None,
     **fields: Any,
 ) -> Contact:
-    """A new contact. `consent` (e.g. {EMAIL: True} for unsubscribed) is recorded in the same transaction."""
+    """A new contact. `consent` (e.g. {EMAIL: True} for unsubscribed) is stored with it and recorded before
+    `contact.created` is published, so the workflows it starts see the contact's consent as it will stay."""
     tags = fields.pop("tags", [])
     _check_fields(fields)
-    contact = Contact(account_id=account_id, **fields)
+    opt_outs = _check_consent(consent, consent_source)
+    contact = Contact(account_id=account_id, **fields, **opt_outs)
     for tag in tags:
         contact.tags, _ = with_tag(contact.tags, tag)
     contact.full_clean(exclude=["account"])
     _save_unique(contact)
+    # A new contact starts opted in: only an opt-out is a change of consent.
+    _record_consent(contact.pk, {name: True for name, value in opt_outs.items() if value}, consent_source)
     events.publish(events.ContactEvent(account_id, contact.pk, events.CONTACT_CREATED, {}))
     for tag in contact.tags:
         events.publish(events.ContactEvent(account_id, contact.pk, events.TAG_ADDED, {"tag": tag}))
-    return _apply_consent(contact, consent, consent_source)
+    return contact
 
 
 def contact_update(
@@ -64,12 +70,15 @@ def contact_update(
 ) -> Contact:
     """Set fields; custom fields are merged key by key unless told to replace them.
 
-    `consent` changes are recorded (ConsentChange) in the same transaction. Input is checked before any
-    write, so a bad value leaves a caller's transaction usable (the workflow engine records it as the
-    step's failure).
+    Fields and `consent` are one change: one transaction writes both and records each consent change
+    (ConsentChange) before `contact.updated` is published, so a workflow that event starts sees the new
+    consent (an unsubscribe sent with a profile edit is never followed by an email). Input is checked
+    before any write, so a bad value stores no part and leaves a caller's transaction usable (the
+    workflow engine records it as the step's failure).
     """
     _check_fields(fields)
     _check_values(fields)
+    opt_outs = _check_consent(consent, consent_source)
     store = ContactStore()
     duplicate_email = False
     with transaction.atomic(savepoint=False):  # on the hot path of update steps: no savepoint round trips
@@ -80,16 +89,21 @@ def contact_update(
                 value = {**row["custom_fields"], **value} if merge_custom_fields else dict(value)
             if row[name] != value:
                 changes[name] = value
+        consent_changes = {name: value for name, value in opt_outs.items() if row[name] != value}
         if changes.get("email") and store.email_taken(row["account_id"], changes["email"], contact_id):
             duplicate_email = True
-        elif changes:
-            row.update(changes, updated_at=store.update(contact_id, changes))
-            events.publish(
-                events.ContactEvent(row["account_id"], contact_id, events.CONTACT_UPDATED, {"changed": list(changes)})
-            )
+        elif changes or consent_changes:
+            row.update(changes, **consent_changes, updated_at=store.update(contact_id, {**changes, **consent_changes}))
+            _record_consent(contact_id, consent_changes, consent_source)
+            if changes:  # consent alone publishes nothing, as an unsubscribe link or a STOP does not
+                events.publish(
+                    events.ContactEvent(
+                        row["account_id"], contact_id, events.CONTACT_UPDATED, {"changed": list(changes)}
+                    )
+                )
     if duplicate_email:
         raise ContactError("email", "another contact in this account has this email address")
-    return _apply_consent(as_contact(row), consent, consent_source)
+    return as_contact(row)
 
 
 def _check_values(fields: dict[str, Any]) -> None:
@@ -114,23 +128,49 @@ def _save_unique(contact: Contact, update_fields: list[str] | None = None) -> No
         raise ContactError("email", "another contact in this account has this email address") from None
 
 
-def _apply_consent(
-    contact: Contact, consent: Mapping[ConsentChannel, bool] | None, source: ConsentSource | None
-) -> Contact:
+def _check_consent(consent: Mapping[ConsentChannel, bool] | None, source: ConsentSource | None) -> dict[str, bool]:
+    """The opt-outs asked for, by contact column; checked before any write so a bad one stores nothing."""
     if not consent:
-        return contact
+        return {}
     if source is None:
         raise ValueError("a consent change needs its source")
+    ConsentSource(source)
+    opt_outs: dict[str, bool] = {}
     for channel, opted_out in consent.items():
-        contact, _ = contact_set_consent(contact_id=contact.pk, channel=channel, opted_out=opted_out, source=source)
-    return contact
+        try:
+            name = CONSENT_FIELDS[ConsentChannel(channel)]
+        except ValueError:
+            raise ContactError("consent", f"{channel!r} is not a consent channel") from None
+        if not isinstance(opted_out, bool):
+            raise ContactError(name, "must be true or false")
+        opt_outs[name] = opted_out
+    return opt_outs
+
+
+def _record_consent(
+    contact_id: int, changes: Mapping[str, bool], source: ConsentSource | None, detail: str = ""
+) -> None:
+    """One ConsentChange per changed channel: every change of consent is kept with when and how it happened."""
+    channels = {name: channel for channel, name in CONSENT_FIELDS.items()}
+    if changes:
+        ConsentChange.objects.bulk_create(
+            ConsentChange(
+                contact_id=contact_id, channel=channels[name], opted_out=value, source=source, detail=detail[:200]
+            )
+            for name, value in changes.items()
+        )
 
 
 @transaction.atomic
 def contact_delete(*, contact_id: int) -> None:
     """Delete a contact and its consent history. `contact.deleted` is published first, in the same
-    transaction, so subscribers (the workflow engine) can stop what runs for it."""
-    contact = Contact.objects.select_for_update().get(pk=contact_id)
+    transaction, so subscribers (the workflow engine) can stop what runs for it.
+
+    Locks are taken in the order every path takes them (DDD_NOTES, "Lock order"): the rows that reference
+    the contact (its runs) first, then the contact. A step holds its run's lock when it changes the
+    contact; locking the contact first and then deleting that run would deadlock with it.
+    """
+    contact = ContactStore().lock_for_delete(contact_id)
     events.publish(events.ContactEvent(contact.account_id, contact.pk, events.CONTACT_DELETED, {}))
     contact.delete()
 
@@ -159,14 +199,16 @@ def contact_remove_tag(*, contact_id: int, tag: str) -> tuple[Contact, bool]:
 def contact_set_consent(
     *, contact_id: int, channel: ConsentChannel, opted_out: bool, source: ConsentSource, detail: str = ""
 ) -> tuple[Contact, bool]:
-    """Record a consent change; repeating the current state changes nothing and records nothing."""
-    contact = Contact.objects.select_for_update().get(pk=contact_id)
-    field = "unsubscribed" if ConsentChannel(channel) is ConsentChannel.EMAIL else "sms_opted_out"
+    """Record a consent change; repeating the current state changes nothing and records nothing.
+
+    The row lock is FOR NO KEY UPDATE: it serializes consent writers without blocking the inserts of
+    rows that reference the contact (runs, consent records), which take FOR KEY SHARE on it.
+    """
+    ((field, _),) = _check_consent({channel: opted_out}, source).items()
+    contact = Contact.objects.select_for_update(no_key=True).get(pk=contact_id)
     if getattr(contact, field) == opted_out:
         return contact, False
     setattr(contact, field, opted_out)
     contact.save(update_fields=[field, "updated_at"])
-    ConsentChange.objects.create(
-        contact=contact, channel=channel, opted_out=opted_out, source=source, detail=detail[:200]
-    )
+    _record_consent(contact.pk, {field: opted_out}, source, detail)
     return contact, True

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.db import connections
+from django.db import connections, models
 from django.utils import timezone
 
 from contacts.domain.model import with_tag, without_tag
@@ -74,14 +74,37 @@ class ContactStore:
         return row
 
     def lock(self, contact_id: int) -> dict[str, Any]:
-        """The contact's row, locked until the caller's transaction ends; Contact.DoesNotExist if none."""
-        lock = " FOR UPDATE" if self.connection.vendor == "postgresql" else ""  # SQLite: one writer anyway
+        """The contact's row, locked until the caller's transaction ends; Contact.DoesNotExist if none.
+
+        FOR NO KEY UPDATE, the lock an UPDATE of non-key columns takes anyway: it serializes the contact's
+        writers but not the inserts of rows that reference it (runs and consent records take FOR KEY SHARE on
+        it through their foreign key). FOR UPDATE would block them and invite deadlocks: a run start
+        holds its account's lock while inserting the run; a contact change holds the contact, then locks the
+        account to start the runs its event triggers.
+        """
+        lock = " FOR NO KEY UPDATE" if self.connection.vendor == "postgresql" else ""  # SQLite: one writer anyway
         with self.connection.cursor() as cursor:
             cursor.execute(f"SELECT {', '.join(COLUMNS)} FROM {TABLE} WHERE id = %s{lock}", [contact_id])
             found = cursor.fetchone()
         if found is None:
             raise Contact.DoesNotExist(f"no contact with id {contact_id}")
         return self._row(found)
+
+    def lock_for_delete(self, contact_id: int) -> Contact:
+        """Lock what a delete of the contact removes, in the order every other path locks it: the rows that
+        reference the contact first (its runs: a step locks its run, then the contact it changes; its consent
+        records), each table by id, then the contact itself FOR UPDATE (a delete needs the key lock).
+
+        Reads the relations from the model's metadata, so contacts need not know who references them.
+        Rows inserted after the first reads and before the contact's lock are not locked here (a run started
+        in that instant); the delete still removes them.
+        """
+        for relation in Contact._meta.get_fields(include_hidden=True):  # runs' relation is hidden (related_name="+")
+            if not (relation.auto_created and relation.one_to_many and relation.on_delete is models.CASCADE):
+                continue
+            rows = relation.related_model._base_manager.using(self.connection.alias)
+            list(rows.filter(**{relation.field.name: contact_id}).order_by("pk").select_for_update().values_list("pk"))
+        return Contact.objects.using(self.connection.alias).select_for_update().get(pk=contact_id)
 
     def update(self, contact_id: int, changes: dict[str, Any]) -> Any:
         """Write the changed columns (and updated_at); returns the new updated_at."""

@@ -338,3 +338,74 @@ def test_a_contact_deleted_while_the_request_runs_is_a_404(owner_api, contact, m
 
     monkeypatch.setattr(views, "contact_add_tag", vanished)
     assert_problem(owner_api.post(f"{detail(contact)}/tags", {"tag": "x"}, format="json"), 404)
+
+
+# --- Consent inside an update: one change, applied before its events --------------------------
+
+SUBSCRIBED_ONLY = [{"field": "unsubscribed", "op": "equals", "value": False}]
+EMAIL_STEP = {"action_type": "send_email", "config": {"subject": "s", "text": "t"}}
+
+
+@pytest.fixture
+def contact_state_at_emit():
+    """What a subscriber finds in the database when each event is published (it runs in the writer's transaction)."""
+    seen: list[tuple[str, bool, int]] = []
+
+    def look(event: events.ContactEvent) -> None:
+        if event.name in (events.CONTACT_CREATED, events.CONTACT_UPDATED):
+            unsubscribed = Contact.objects.values_list("unsubscribed", flat=True).get(pk=event.contact_id)
+            seen.append((event.name, unsubscribed, ConsentChange.objects.filter(contact_id=event.contact_id).count()))
+
+    events.subscribe(look)
+    yield seen
+    events._subscribers.remove(look)
+
+
+@pytest.mark.django_db(transaction=True)  # it runs the triggered run's step: a claim commits on its own
+def test_patch_with_consent_applies_it_before_contact_updated_so_triggered_runs_see_it(
+    owner_api, account, contact_state_at_emit, mailoutbox
+):
+    from tests.integration.workflows.support import log_rows, make_workflow, run_due_jobs
+    from workflows.infrastructure.models import WorkflowExecution
+
+    updated = {"type": "event", "event": "contact.updated"}
+    for_subscribed = make_workflow(account, [EMAIL_STEP], trigger={**updated, "filter": SUBSCRIBED_ONLY})
+    for_everyone = make_workflow(account, [EMAIL_STEP], trigger=updated)
+    contact = ContactFactory(account=account)
+    response = owner_api.patch(detail(contact), {"first_name": "Grace", "unsubscribed": True}, format="json")
+    assert response.status_code == 200, response.content
+    assert (response.json()["first_name"], response.json()["unsubscribed"]) == ("Grace", True)
+    change = ConsentChange.objects.get(contact=contact)
+    assert (change.channel, change.opted_out, change.source) == ("email", True, "api")
+    # contact.updated was published with the consent (and its record) already in place...
+    assert contact_state_at_emit == [("contact.updated", True, 1)]
+    # ...so a workflow for subscribed contacts only did not start, and the other one's email is skipped.
+    assert not WorkflowExecution.objects.filter(workflow=for_subscribed).exists()
+    run = WorkflowExecution.objects.get(workflow=for_everyone)
+    run_due_jobs()
+    assert log_rows(run) == [(0, "send_email", 1, "skipped")]
+    assert mailoutbox == []
+
+
+def test_post_with_consent_applies_it_before_contact_created(owner_api, account, contact_state_at_emit):
+    from tests.integration.workflows.support import make_workflow
+    from workflows.infrastructure.models import WorkflowExecution
+
+    trigger = {"type": "event", "event": "contact.created", "filter": SUBSCRIBED_ONLY}
+    make_workflow(account, [EMAIL_STEP], trigger=trigger)
+    response = owner_api.post(CONTACTS, {"email": "new@example.com", "unsubscribed": True}, format="json")
+    assert response.status_code == 201, response.content
+    assert contact_state_at_emit == [("contact.created", True, 1)]
+    assert not WorkflowExecution.objects.exists()
+
+
+@pytest.mark.parametrize("consent", [{"unsubscribed": True}, {"unsubscribed": True, "sms_opted_out": True}])
+def test_a_patch_refused_in_one_part_stores_no_part(owner_api, account, published, consent):
+    ContactFactory(account=account, email="taken@example.com")
+    contact = ContactFactory(account=account, email="mine@example.com")
+    before = Contact.objects.values().get(pk=contact.pk)
+    body = {"first_name": "Grace", "email": "taken@example.com", **consent}
+    assert error_fields(assert_problem(owner_api.patch(detail(contact), body, format="json"), 400)) == ["email"]
+    assert Contact.objects.values().get(pk=contact.pk) == before
+    assert not ConsentChange.objects.filter(contact=contact).exists()
+    assert published == []

@@ -147,3 +147,39 @@ def test_admin_edits_go_through_the_services(account, superuser, published):
         ("tag.added", "vip"),
         ("tag.removed", "trial"),
     ]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("consent", "source", "error"),
+    [
+        ({ConsentChannel.EMAIL: "yes"}, ConsentSource.API, "unsubscribed"),
+        ({"fax": True}, ConsentSource.API, "consent"),
+        ({ConsentChannel.SMS: True}, None, "source"),
+    ],
+)
+def test_an_update_whose_consent_is_refused_stores_nothing(contact, published, consent, source, error):
+    """Fields and consent are one change: a bad consent value must not leave the fields written."""
+    before = Contact.objects.values().get(pk=contact.pk)
+    with pytest.raises(ValueError, match=error):
+        contact_update(contact_id=contact.pk, fields={"first_name": "Grace"}, consent=consent, consent_source=source)
+    assert Contact.objects.values().get(pk=contact.pk) == before
+    assert not ConsentChange.objects.filter(contact=contact).exists()
+    assert published == []
+
+
+@pytest.mark.django_db
+def test_consent_given_with_an_update_is_recorded_once_and_listed_nowhere_else(contact, published):
+    updated = contact_update(
+        contact_id=contact.pk,
+        fields={"first_name": "Grace"},
+        consent={ConsentChannel.EMAIL: True, ConsentChannel.SMS: False},
+        consent_source=ConsentSource.API,
+    )
+    assert (updated.first_name, updated.unsubscribed, updated.sms_opted_out) == ("Grace", True, False)
+    assert list(ConsentChange.objects.filter(contact=contact).values_list("channel", "opted_out", "source")) == [
+        ("email", True, "api")
+    ]  # SMS was already allowed: repeating the current state records nothing
+    assert [(e.name, e.data) for e in published] == [("contact.updated", {"changed": ["first_name"]})]
+    contact_update(contact_id=contact.pk, fields={}, consent={ConsentChannel.EMAIL: True}, consent_source="api")
+    assert ConsentChange.objects.filter(contact=contact).count() == 1
