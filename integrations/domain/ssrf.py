@@ -30,6 +30,9 @@ _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 _NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")
 _BROADCAST = ipaddress.IPv4Address("255.255.255.255")
 _METADATA = {ipaddress.IPv4Address("169.254.169.254"), ipaddress.IPv6Address("fd00:ec2::254")}
+# Ranges no public service answers on that some Python versions' `ipaddress` still counts as global:
+# 3fff::/20 (IPv6 documentation, RFC 9637) and 192.88.99.0/24 (the retired 6to4 relay anycast, RFC 7526).
+_NOT_PUBLIC = (ipaddress.IPv6Network("3fff::/20"), ipaddress.IPv4Network("192.88.99.0/24"))
 
 
 class TargetRefused(Exception):
@@ -124,7 +127,10 @@ def refusal_reason(address: IPAddress) -> str | None:
     for attribute, reason in checks:
         if getattr(address, attribute):
             return reason
-    if not address.is_global:  # shared (100.64/10), documentation, benchmarking ... ranges
+    if not address.is_global or any(
+        address in network for network in _NOT_PUBLIC if network.version == address.version
+    ):
+        # shared (100.64/10), documentation, benchmarking ... ranges
         return "not a public address"
     return None
 

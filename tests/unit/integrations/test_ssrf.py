@@ -70,6 +70,8 @@ def test_ipv6_literals_with_or_without_brackets():
         ("169.254.169.254", "cloud metadata"),
         ("169.254.1.1", "link-local"),
         ("100.64.0.1", "not a public"),
+        ("192.88.99.1", "not a public"),  # the retired 6to4 relay anycast
+        ("3fff::1", "not a public"),  # IPv6 documentation (RFC 9637), global to Python 3.13.0's ipaddress
         ("224.0.0.1", "multicast"),
         ("240.0.0.1", "reserved"),
         ("255.255.255.255", "broadcast"),
