@@ -11,6 +11,7 @@ from contacts.domain.model import (
     ConsentChannel,
     ConsentSource,
     ContactError,
+    normalize_phone,
     normalize_tag,
     with_tag,
 )
@@ -32,6 +33,8 @@ def _check_fields(fields: dict[str, Any]) -> None:
             raise ContactError(name, "is not a contact field")
         elif not isinstance(value, str):
             raise ContactError(name, "must be a string")
+    if "phone" in fields:
+        fields["phone"] = normalize_phone(fields["phone"])  # one spelling, so an inbound STOP finds it
 
 
 @transaction.atomic

@@ -1,5 +1,6 @@
-"""Contacts' rules: tag spelling and consent. Plain Python."""
+"""Contacts' rules: tag spelling, phone spelling and consent. Plain Python."""
 
+import re
 import unicodedata
 from dataclasses import dataclass
 from enum import StrEnum
@@ -16,6 +17,29 @@ class ContactError(ValueError):
         super().__init__(f"{field}: {reason}")
         self.field = field
         self.reason = reason
+
+
+_PHONE_PUNCTUATION = re.compile(r"[\s().\-/]")
+MAX_PHONE_DIGITS = 15  # E.164
+
+
+def normalize_phone(phone: str) -> str:
+    """The one spelling a phone number is stored in: digits, with the leading + kept.
+
+    '+1 (555) 010-0000' is stored as '+15550100000', the spelling providers use, so an inbound
+    STOP from that number finds the contact. Raises ContactError("phone", ...) for anything that
+    is not a phone number once spaces, dots, dashes, slashes and brackets are taken out.
+    """
+    phone = phone.strip()
+    if not phone:
+        return ""
+    plus = phone.startswith("+")
+    digits = _PHONE_PUNCTUATION.sub("", phone[1:] if plus else phone)
+    if not digits.isascii() or not digits.isdigit():
+        raise ContactError("phone", "must be a phone number: digits, optionally a leading + and spaces or dashes")
+    if len(digits) > MAX_PHONE_DIGITS:
+        raise ContactError("phone", f"must have at most {MAX_PHONE_DIGITS} digits")
+    return f"+{digits}" if plus else digits
 
 
 def normalize_tag(tag: object) -> str:

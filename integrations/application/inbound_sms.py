@@ -19,13 +19,14 @@ from contacts.application.services import contact_set_consent
 from contacts.domain.model import ConsentChannel, ConsentSource
 from contacts.models import Contact
 from integrations.domain.sms import SmsConsentCommand, consent_keyword, mask_phone, normalize_phone
+from integrations.infrastructure.models import InboundSmsMessage
 
 log = logging.getLogger("relay.integrations.sms")
 
 
 @dataclass(frozen=True)
 class InboundSmsOutcome:
-    command: SmsConsentCommand | None  # None: an ordinary reply, nothing to do
+    command: SmsConsentCommand | None  # None: an ordinary reply or a message received before, nothing to do
     matched: int = 0  # contacts with that phone number
     changed: int = 0  # contacts whose consent changed (the rest already agreed)
 
@@ -37,6 +38,9 @@ def inbound_sms_receive(*, from_number: str, body: str, message_sid: str = "") -
     if match is None or not number:
         return InboundSmsOutcome(command=None)
     command, keyword = match
+    if message_sid and not _first_delivery(message_sid):
+        log.info("inbound sms %s from %s: message already received, ignored", keyword, mask_phone(number))
+        return InboundSmsOutcome(command=None)
     spellings = {number, number.lstrip("+")}
     contact_ids = list(Contact.objects.filter(phone__in=spellings).order_by("pk").values_list("pk", flat=True))
     changed = 0
@@ -58,3 +62,9 @@ def inbound_sms_receive(*, from_number: str, body: str, message_sid: str = "") -
         changed,
     )
     return InboundSmsOutcome(command=command, matched=len(contact_ids), changed=changed)
+
+
+def _first_delivery(message_sid: str) -> bool:
+    """Whether this is the first time the provider's message id arrives (see InboundSmsMessage)."""
+    _, created = InboundSmsMessage.objects.get_or_create(message_sid=message_sid[:64])
+    return created

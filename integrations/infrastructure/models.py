@@ -31,3 +31,21 @@ class WebhookSigningSecret(models.Model):
 
     def __repr__(self) -> str:
         return f"<WebhookSigningSecret account={self.account_id} {mask_secret(self.secret)}>"
+
+
+class InboundSmsMessage(models.Model):
+    """The provider's id of every consent keyword received, so a replayed request changes nothing.
+
+    A provider's signature carries no timestamp: a captured, correctly signed START could otherwise
+    be sent again after the person's STOP and opt them back in. Providers also retry a webhook that
+    timed out, with the same id.
+    """
+
+    message_sid = models.CharField(max_length=64, unique=True)
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        app_label = "integrations"
+
+    def __str__(self) -> str:
+        return self.message_sid

@@ -143,6 +143,9 @@ def test_create_refuses_a_duplicate_email_naming_it(owner_api, account, other_ac
     [
         ({"email": "nope"}, "email"),
         ({"phone": "1" * 40}, "phone"),
+        ({"phone": "1" * 16}, "phone"),
+        ({"phone": "call me"}, "phone"),
+        ({"phone": "+1 555 O1O 0000"}, "phone"),  # letter O for zero
         ({"custom_fields": [1]}, "custom_fields"),
         ({"tags": "vip"}, "tags"),
         ({"tags": ["\x07bell"]}, "tag"),
@@ -409,3 +412,12 @@ def test_a_patch_refused_in_one_part_stores_no_part(owner_api, account, publishe
     assert Contact.objects.values().get(pk=contact.pk) == before
     assert not ConsentChange.objects.filter(contact=contact).exists()
     assert published == []
+
+
+def test_a_phone_is_stored_in_one_spelling(owner_api):
+    created = owner_api.post(CONTACTS, {"phone": " +1 (555) 010-0042 "}, format="json")
+    assert created.status_code == 201, created.content
+    assert created.json()["phone"] == "+15550100042"
+    changed = owner_api.patch(f"{CONTACTS}/{created.json()['id']}", {"phone": "555.010.0043"}, format="json")
+    assert changed.json()["phone"] == "5550100043"
+    assert Contact.objects.get().phone == "5550100043"

@@ -1,5 +1,7 @@
 """The provider's inbound SMS webhook: signature checked, STOP/START applied, every change recorded."""
 
+import uuid
+
 import pytest
 from django.test import Client
 
@@ -22,12 +24,19 @@ def inbound(settings):
     return settings
 
 
-def post(body: str, from_number: str, *, signature: str | None = None, url: str = "https://relay.example" + PATH):
+def post(
+    body: str,
+    from_number: str,
+    *,
+    signature: str | None = None,
+    url: str = "https://relay.example" + PATH,
+    message_sid: str | None = None,
+):
     params = {
         "From": from_number,
         "To": "+15550100000",
         "Body": body,
-        "MessageSid": "SM" + "a" * 32,
+        "MessageSid": message_sid or "SM" + uuid.uuid4().hex,
         "AccountSid": "AC" + "2" * 32,
     }
     if signature is None:
@@ -115,3 +124,37 @@ def test_without_an_auth_token_the_endpoint_is_unavailable(settings, contact):
 
 def test_only_post_is_allowed(inbound):
     assert Client().get(PATH).status_code == 405
+
+
+def test_stop_finds_a_contact_whose_phone_was_written_with_punctuation(inbound, account):
+    from contacts.application.services import contact_create
+
+    contact = contact_create(account_id=account.id, phone="+1 (555) 010-0077")
+    assert post("STOP", "+15550100077").status_code == 200
+    contact.refresh_from_db()
+    assert contact.sms_opted_out
+    assert ConsentChange.objects.filter(contact=contact, source="inbound_sms").count() == 1
+
+
+def test_the_migration_respells_stored_phones(account):
+    from django.apps import apps
+
+    from contacts.models import Contact
+
+    migration = __import__("contacts.migrations.0003_normalize_phones", fromlist=["normalize_stored_phones"])
+    spelled = ContactFactory(account=account, phone="+15550100001")
+    punctuated = ContactFactory(account=account, phone="+1 (555) 010-0002")
+    nonsense = ContactFactory(account=account, phone="ask reception")
+    migration.normalize_stored_phones(apps, None)
+    phones = dict(Contact.objects.values_list("pk", "phone"))
+    assert phones == {spelled.pk: "+15550100001", punctuated.pk: "+15550100002", nonsense.pk: "ask reception"}
+
+
+def test_a_replayed_start_does_not_undo_a_later_stop(inbound, contact):
+    assert post("START", contact.phone, message_sid="SM" + "1" * 32).status_code == 200
+    assert post("STOP", contact.phone, message_sid="SM" + "2" * 32).status_code == 200
+    replay = post("START", contact.phone, message_sid="SM" + "1" * 32)  # the same signed request, captured
+    assert replay.status_code == 200  # the provider must not retry it
+    contact.refresh_from_db()
+    assert contact.sms_opted_out
+    assert list(ConsentChange.objects.filter(contact=contact).values_list("opted_out", flat=True)) == [True]
