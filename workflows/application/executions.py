@@ -19,7 +19,12 @@ How a step is carried out (the `workflow_step` job):
    cancelled meanwhile) and marks this job completed. A crash between the
    action and that commit re-runs the action: at-least-once towards the
    outside world; the webhook id is stable per run and step, so receivers can
-   drop the duplicate.
+   drop the duplicate. If the database refuses that record (data it cannot
+   hold), the step is recorded FAILED without the refused data instead.
+4. A step or resume job that ends dead or failed on the queue (its handler
+   raised every time, or its worker died on the last attempt) fails its run
+   (`job_died`, the queue's dead-letter hook): no run waits forever for a job
+   that will never come.
 
 Reads and writes of runs on this path are plain SQL (workflows.infrastructure.store).
 """
@@ -36,7 +41,7 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
 from accounts.infrastructure.models import Account
@@ -45,6 +50,7 @@ from integrations.domain.channels import failure_details
 from jobs.application.context import JobContext
 from jobs.application.operations import cancel_pending_jobs
 from jobs.application.queue import JobSpec, enqueue, enqueue_many
+from jobs.domain.errors import format_error, truncate
 from jobs.domain.ids import uuid7
 from jobs.domain.retry import RetryPolicy
 from workflows.application.actions import ActionExecutor, ActionResult, StepRun, executor_for
@@ -55,6 +61,7 @@ from workflows.domain.errors import (
     ConcurrentExecutionLimitError,
     EnrollmentRefused,
     IdempotencyConflict,
+    OutcomeNotStored,
     WorkflowNotActive,
     WorkflowValidationError,
 )
@@ -482,11 +489,36 @@ class ExecutionService:
         attempt = self._attempt(
             executor_for(step.action_type), self._step_run(row, contact, version, step, now), row, version
         )
-        with transaction.atomic():
-            row = store.lock_run(row.id)
-            if row is None or not _holds(row, job, step.index):  # erased meanwhile (its contact was deleted)
-                return
-            self._record(store, row, row.to_domain(), step, attempt_number, attempt, now, job)
+        try:
+            with transaction.atomic():
+                locked = store.lock_run(row.id)
+                if locked is None or not _holds(locked, job, step.index):  # erased meanwhile (contact deleted)
+                    return
+                self._record(store, locked, locked.to_domain(), step, attempt_number, attempt, now, job)
+        except (OperationalError, InterfaceError):
+            raise  # the database is away, not refusing: the queue retries the job (the action runs again)
+        except (DatabaseError, ValueError) as exc:
+            # The database refused what we tried to record (or it could not be encoded). The action took
+            # effect and cannot be undone; recording it again would be refused again. Record the step
+            # FAILED without the refused data, so the run does not stay ACTIVE with a job that keeps dying.
+            log.error(
+                "run %s step %s: its outcome could not be stored (%s); the step is recorded failed without it",
+                row.id,
+                step.index,
+                format_error(exc),
+            )
+            refused = _Attempt(
+                None,
+                OutcomeNotStored(
+                    f"the step's outcome could not be stored ({type(exc).__name__}); the action may have taken effect"
+                ),
+                attempt.duration_ms,
+            )
+            with transaction.atomic():
+                locked = store.lock_run(row.id)
+                if locked is None or not _holds(locked, job, step.index):
+                    return
+                self._record(store, locked, locked.to_domain(), step, attempt_number, refused, now, job)
 
     def end_wait(self, *, execution_id: UUID | str, job: JobContext) -> None:
         """resume_at came: the run goes on with its next step (or completes, if the wait was the last)."""
@@ -501,6 +533,29 @@ class ExecutionService:
                 return
             self._enact(row, run, move, completing=job)
             store.update_run(row, [*row.apply(run), "next_job_id"])
+
+    def job_died(self, *, execution_id: UUID | str, job_id: UUID, handler: str, status: str, error: str) -> bool:
+        """The queue gave up on a job of this run (dead or failed): if it still held the run, the run fails.
+
+        Called by the queue's dead-letter hook. A job that no longer held the run (stale, duplicate)
+        changes nothing. True when the run was failed.
+        """
+        store = RunStore()
+        with transaction.atomic():
+            try:
+                row = store.lock_run(_as_uuid(execution_id))
+            except ExecutionNotFound:
+                return False
+            if row is None or row.next_job_id != job_id:
+                return False
+            run = row.to_domain()
+            message = truncate(f"StepJobDied: the {handler} job {job_id} ended {status}: {error}")
+            if not run.job_lost(self.clock(), error=message, category="unknown"):
+                return False
+            row.next_job_id = None
+            store.update_run(row, [*row.apply(run), "next_job_id"])
+        log.error("run %s failed: %s", row.id, message)
+        return True
 
     def _step_run(
         self, row: RunRow, contact: dict[str, Any], version: LoadedVersion, step: Step, now: datetime
