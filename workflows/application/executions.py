@@ -86,7 +86,7 @@ from workflows.domain.triggers import (
 )
 from workflows.domain.workflow import Step, WorkflowStatus
 from workflows.infrastructure.models import TriggerSource, WorkflowExecution, WorkflowVersion
-from workflows.infrastructure.store import RUN_COLUMNS, RunRow, RunStore
+from workflows.infrastructure.store import RUN_COLUMNS, RunRow, RunStore, trigger_cache
 from workflows.infrastructure.templates import renderer as default_renderer
 
 log = logging.getLogger("relay.workflows")
@@ -343,44 +343,88 @@ class ExecutionService:
             in_progress = 0
             started: list[WorkflowExecution] = []
             skipped: list[SkippedEnrollment] = []
+            states: dict[int, tuple[str, UUID | None]] = {}
             for workflow_id, version_id in matches:
-                version = load_version(version_id)
-                trigger = version.definition.trigger
-                if not trigger.matches_event(name, payload):
-                    continue
-                if not trigger.matches_contact(facts):
-                    skipped.append(SkippedEnrollment(workflow_id, "the contact does not match the trigger's filter"))
-                    continue
-                if limit is None:  # lock the account once, before the first enrollment check
-                    limit = store.lock_account(account_id)
-                    in_progress = store.counted_runs(account_id)
-                refusal = chain_refusal(origin, workflow_id=workflow_id, max_depth=settings.WORKFLOW_MAX_CHAIN_DEPTH)
-                refusal = refusal or _enrollment_refusal(
-                    store, workflow_id, contact_id, version.definition.reenrollment
-                )
-                if refusal is None and in_progress >= limit:
-                    refusal = str(ConcurrentExecutionLimitError(limit, in_progress))
-                if refusal:
-                    log.warning(
-                        "event %s for contact %s did not start workflow %s: %s", name, contact_id, workflow_id, refusal
+                # Each candidate on its own: a workflow that cannot be considered (a version that does not
+                # load, a bug) is skipped and logged, never raised into the contact change that emitted the
+                # event (it runs without a savepoint, so an exception would doom the caller's transaction).
+                # A database error is different: the transaction is already doomed, so it propagates.
+                try:
+                    version = load_version(version_id)
+                    trigger = version.definition.trigger
+                    if not trigger.matches_event(name, payload):
+                        continue
+                    if not trigger.matches_contact(facts):
+                        skipped.append(
+                            SkippedEnrollment(workflow_id, "the contact does not match the trigger's filter")
+                        )
+                        continue
+                    if limit is None:  # lock the account once, before the first enrollment check
+                        limit = store.lock_account(account_id)
+                        in_progress = store.counted_runs(account_id)
+                        # The candidates may come from a worker's cache: read what they are now, under the
+                        # account lock (and, on PostgreSQL, a share lock: a pause commits before or after us).
+                        states = store.workflow_states([wid for wid, _ in matches])
+                    status, current_version_id = states.get(workflow_id, ("", None))
+                    if status != WorkflowStatus.ACTIVE or current_version_id is None:
+                        log.info("event %s: workflow %s is %s now; not started", name, workflow_id, status or "gone")
+                        trigger_cache.forget(str(account_id))
+                        continue
+                    if current_version_id != version_id:  # published again since the candidates were read
+                        trigger_cache.forget(str(account_id))
+                        version = load_version(current_version_id)
+                        trigger = version.definition.trigger
+                        if not trigger.matches_event(name, payload):
+                            continue
+                        if not trigger.matches_contact(facts):
+                            skipped.append(
+                                SkippedEnrollment(workflow_id, "the contact does not match the trigger's filter")
+                            )
+                            continue
+                    refusal = chain_refusal(
+                        origin, workflow_id=workflow_id, max_depth=settings.WORKFLOW_MAX_CHAIN_DEPTH
                     )
-                    skipped.append(SkippedEnrollment(workflow_id, refusal))
-                    continue
-                started.append(
-                    self._create_run(
-                        store,
-                        account_id=account_id,
-                        version=version,
-                        contact_id=contact_id,
-                        trigger_data=payload,
-                        event=name,
-                        source=TriggerSource.EVENT,
-                        idempotency_key=None,
-                        origin=origin,
-                        started_by_id=None,
+                    refusal = refusal or _enrollment_refusal(
+                        store, workflow_id, contact_id, version.definition.reenrollment
                     )
-                )
-                in_progress += 1
+                    if refusal is None and in_progress >= limit:
+                        refusal = str(ConcurrentExecutionLimitError(limit, in_progress))
+                    if refusal:
+                        log.warning(
+                            "event %s for contact %s did not start workflow %s: %s",
+                            name,
+                            contact_id,
+                            workflow_id,
+                            refusal,
+                        )
+                        skipped.append(SkippedEnrollment(workflow_id, refusal))
+                        continue
+                    started.append(
+                        self._create_run(
+                            store,
+                            account_id=account_id,
+                            version=version,
+                            contact_id=contact_id,
+                            trigger_data=payload,
+                            event=name,
+                            source=TriggerSource.EVENT,
+                            idempotency_key=None,
+                            origin=origin,
+                            started_by_id=None,
+                        )
+                    )
+                    in_progress += 1
+                except DatabaseError:
+                    raise
+                except Exception as exc:
+                    log.error(
+                        "event %s for contact %s: workflow %s skipped, it could not be started: %s",
+                        name,
+                        contact_id,
+                        workflow_id,
+                        format_error(exc),
+                    )
+                    skipped.append(SkippedEnrollment(workflow_id, "the workflow could not be started (see the logs)"))
         return EventOutcome(started, skipped)
 
     def contact_deleted(self, *, contact_id: int) -> int:

@@ -430,6 +430,20 @@ class RunStore:
             result.update((contact_id, bool(unfinished)) for contact_id, unfinished in rows)
         return result
 
+    def workflow_states(self, workflow_ids: list[int]) -> dict[int, tuple[str, UUID | None]]:
+        """{id: (status, current_version_id)} of these workflows as committed now.
+
+        On PostgreSQL the rows are share-locked: a status move (which locks the row for update) commits
+        either before this read or after the caller's transaction, never in between.
+        """
+        placeholders = ", ".join(["%s"] * len(workflow_ids))
+        lock = " FOR SHARE" if self._for_update else ""
+        rows = self._rows(
+            f"SELECT id, status, current_version_id FROM workflows_workflow WHERE id IN ({placeholders}){lock}",
+            list(workflow_ids),
+        )
+        return {wid: (status, _uuid(version_id)) for wid, status, version_id in rows}
+
     def lock_account(self, account_id: int) -> int:
         """Lock the account row (starts for one account are serialized); returns max_concurrent_executions."""
         rows = self._rows(
