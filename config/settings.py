@@ -280,6 +280,9 @@ WORKFLOW_STEP_BASE_DELAY = env.float("WORKFLOW_STEP_BASE_DELAY", default=60.0)
 WORKFLOW_STEP_MAX_DELAY = env.float("WORKFLOW_STEP_MAX_DELAY", default=3600.0)
 WORKFLOW_STEP_JITTER = env.float("WORKFLOW_STEP_JITTER", default=0.1)
 WORKFLOW_MAX_CHAIN_DEPTH = env.int("WORKFLOW_MAX_CHAIN_DEPTH", default=10)
+# A worker's cached answer to "which workflows does this event start" is trusted at most this long, even
+# while its LISTEN connection seems healthy (a notification lost on a half-open connection heals by then).
+WORKFLOW_TRIGGER_CACHE_MAX_AGE = env.float("WORKFLOW_TRIGGER_CACHE_MAX_AGE", default=30.0)
 
 # --- REST API: workflows, runs and events (phase 2) -------------------------------
 # Idempotency-Key on POSTs that create (workflows, runs, events): the first answer is

@@ -6,8 +6,14 @@ class WorkflowsConfig(AppConfig):
     verbose_name = "Workflows"
 
     def ready(self) -> None:
+        from django.db.models.signals import post_delete
+
         from contacts.application.events import subscribe
         from workflows import handlers  # noqa: F401 - registers workflow_step and workflow_resume
-        from workflows.application.events import on_contact_event
+        from workflows.application.events import on_contact_event, on_workflow_deleted
+        from workflows.infrastructure.models import Workflow
 
         subscribe(on_contact_event)
+        # However a workflow is deleted (the admin's delete, a cascade from its account), workers must forget
+        # its event triggers, as they do on every status move.
+        post_delete.connect(on_workflow_deleted, sender=Workflow, dispatch_uid="relay.workflows.deleted")

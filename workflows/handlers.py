@@ -3,7 +3,7 @@
 from typing import Any
 
 from jobs.application.context import JobContext
-from jobs.application.registry import job_handler
+from jobs.application.registry import DeadLetter, job_handler, on_dead_letter
 from workflows.application.executions import RESUME_HANDLER, STEP_HANDLER, ExecutionService
 
 
@@ -22,3 +22,16 @@ def workflow_step(payload: dict[str, Any], job: JobContext) -> None:
 def workflow_resume(payload: dict[str, Any], job: JobContext) -> None:
     """A wait step's time has come: the run goes on."""
     ExecutionService().end_wait(execution_id=payload["execution_id"], job=job)
+
+
+@on_dead_letter(STEP_HANDLER)
+@on_dead_letter(RESUME_HANDLER)
+def workflow_job_died(letter: DeadLetter) -> None:
+    """The queue gave up on a step or resume job: its run must not stay QUEUED/ACTIVE/WAITING forever."""
+    ExecutionService().job_died(
+        execution_id=letter.payload.get("execution_id", ""),
+        job_id=letter.id,
+        handler=letter.handler,
+        status=letter.status,
+        error=letter.error,
+    )

@@ -6,13 +6,22 @@
 Apps import their handler modules in AppConfig.ready(), so the web process
 (which enqueues) and the worker (which runs) know the same names. Extra
 modules listed in JOB_HANDLER_MODULES are imported when the jobs app loads.
+
+A handler whose jobs stand for something else's progress (a workflow run)
+may also register a dead-letter hook, told when one of its jobs ends for good
+without completing (dead or failed), so it can settle what the job held:
+
+    @on_dead_letter("send_digest")
+    def digest_gave_up(letter: DeadLetter) -> None: ...
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
 if TYPE_CHECKING:
     from jobs.application.context import JobContext
@@ -20,6 +29,21 @@ if TYPE_CHECKING:
 Handler = Callable[[dict[str, Any], "JobContext"], Any]
 
 _handlers: dict[str, Handler] = {}
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A job that ended for good without completing: it will not run again unless an operator retries it."""
+
+    id: UUID
+    handler: str
+    payload: dict[str, Any]
+    status: str  # "dead" or "failed"
+    error: str  # the stored error (`Type: message`, already safe to keep)
+
+
+DeadLetterHook = Callable[[DeadLetter], None]
+_dead_letter_hooks: dict[str, DeadLetterHook] = {}
 
 
 class UnknownHandler(LookupError):
@@ -67,3 +91,17 @@ def registered_names() -> list[str]:
 def import_handler_modules(modules: Iterable[str]) -> None:
     for module in modules:
         importlib.import_module(module)
+
+
+def on_dead_letter(name: str) -> Callable[[DeadLetterHook], DeadLetterHook]:
+    """Register the decorated function to be told when a job of handler `name` ends dead or failed."""
+
+    def register(func: DeadLetterHook) -> DeadLetterHook:
+        _dead_letter_hooks[name] = func
+        return func
+
+    return register
+
+
+def dead_letter_hook(name: str) -> DeadLetterHook | None:
+    return _dead_letter_hooks.get(name)

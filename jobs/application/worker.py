@@ -37,8 +37,9 @@ from django.db import connections
 from jobs.application import notifications
 from jobs.application.config import QueueConfig
 from jobs.application.context import JobContext
-from jobs.application.registry import UnknownHandler, get_handler
+from jobs.application.registry import DeadLetter, UnknownHandler, dead_letter_hook, get_handler
 from jobs.domain.errors import JobTimeout, LeaseLost, PermanentError, classify, format_error
+from jobs.domain.states import JobStatus
 from jobs.infrastructure.listener import NotificationListener
 from jobs.infrastructure.store import ClaimedJob, Finished, JobStore, private_connection, store_for
 
@@ -281,8 +282,7 @@ class Worker:
             try:
                 if store is None:
                     store = self._private_store(statement_seconds=QUEUE_STATEMENT_TIMEOUT, lock_seconds=2)
-                for job_id, status, _queue in store.rescue_expired():
-                    log.warning("job %s lease expired; rescued to %s (the attempt counts)", job_id, status)
+                self.rescue_expired(store)
                 fire_due_schedules(using=self.using)
             except Exception as exc:  # never let maintenance take the worker down
                 log.warning("maintenance failed, will retry: %s", format_error(exc))
@@ -294,6 +294,35 @@ class Worker:
         if store is not None:
             store.connection.close()
         connections[self.using].close()
+
+    def rescue_expired(self, store: JobStore) -> None:
+        """Put back jobs whose worker died (the attempt counts); tell the hooks of those that ended dead."""
+        dead = []
+        for job_id, status, _queue in store.rescue_expired():
+            log.warning("job %s lease expired; rescued to %s (the attempt counts)", job_id, status)
+            if status == JobStatus.DEAD:
+                dead.append(job_id)
+        if dead:
+            for job_id, handler, payload, error in store.describe(dead):
+                self._dead_letter(DeadLetter(job_id, handler, payload, JobStatus.DEAD.value, error))
+
+    def _dead_letter(self, letter: DeadLetter) -> None:
+        """Tell the handler's dead-letter hook, if it has one, on this thread's ordinary connection.
+
+        A hook that fails is logged and left: the job stays a dead letter an operator can retry.
+        """
+        hook = dead_letter_hook(letter.handler)
+        if hook is None:
+            return
+        connection = connections[self.using]
+        try:
+            hook(letter)
+        except Exception as exc:
+            log.error("dead-letter hook of job %s (%s) failed: %s", letter.id, letter.handler, format_error(exc))
+            _reset_handler_connection(connection, force=True)
+            return
+        if _reset_handler_connection(connection):
+            log.error("dead-letter hook of job %s (%s) left a transaction open; rolled back", letter.id, letter.handler)
 
     # --- executor threads ---------------------------------------------------------
     def _executor(self, executor: _Executor) -> None:
@@ -504,6 +533,7 @@ class Worker:
                 error.category,
                 error.message,
             )
+            self._dead_letter(DeadLetter(job.id, job.handler, job.payload, decision.status.value, error.message))
 
 
 def _batch_limit(average_duration: float, batch_size: int) -> int:

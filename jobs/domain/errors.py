@@ -132,9 +132,32 @@ def redact_urls(text: str) -> str:
     return _QUERY.sub("?…", text)
 
 
+# Where database drivers and Django's database layer define their errors.
+_DATABASE_MODULES = ("django.db", "psycopg", "psycopg2", "sqlite3")
+# What PostgreSQL text and jsonb cannot hold: NUL, and UTF-16 surrogates (never valid in text read as UTF-8).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable_text(text: str) -> str:
+    """The text with NUL and surrogates replaced by U+FFFD: PostgreSQL refuses them in text and jsonb."""
+    return _UNSTORABLE.sub("\ufffd", text)
+
+
+def is_database_error(exc: BaseException) -> bool:
+    """Raised by a database driver or Django's database layer (told by module: the domain imports neither)."""
+    return any(cls.__module__.startswith(_DATABASE_MODULES) for cls in type(exc).__mro__)
+
+
 def format_error(exc: BaseException) -> str:
-    """`Type: message`, single line, URLs cut to scheme and host, at most 1,000 characters."""
-    message = " ".join(str(exc).split())
+    """`Type: message`, single line, URLs cut to scheme and host, at most 1,000 characters.
+
+    A database error keeps only its first line: PostgreSQL's DETAIL and CONTEXT lines quote the
+    row's data (`Key (email)=(...)`, `JSON data, line 1: ...`), which may be a response body or a secret.
+    """
+    text = str(exc)
+    if is_database_error(exc):
+        text = text.strip().split("\n", 1)[0]
+    message = " ".join(storable_text(text).split())
     text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
     return truncate(redact_urls(text))
 

@@ -136,6 +136,20 @@ class JobStore:
     def notify(self, queues: Counter[str]) -> None:
         raise NotImplementedError
 
+    def describe(self, job_ids: Sequence[UUID]) -> list[tuple[UUID, str, dict[str, Any], str]]:
+        """(id, handler, payload, error_message) of these jobs: the rare path of a dead letter."""
+        if not job_ids:
+            return []
+        marks = ", ".join(["%s"] * len(job_ids))
+        rows = self._rows(
+            f"SELECT id, handler, payload, error_message FROM jobs_job WHERE id IN ({marks})",
+            [self._id(job_id) for job_id in job_ids],
+        )
+        return [(_uuid(i), h, json.loads(p) if isinstance(p, str | bytes) else p, e) for i, h, p, e in rows]
+
+    def _id(self, job_id: UUID) -> Any:
+        return job_id
+
     # Shared ---------------------------------------------------------------------
     def _rows(self, sql: str, params: Any) -> list[tuple]:
         with self.connection.cursor() as cursor:
@@ -443,6 +457,9 @@ class SqliteJobStore(JobStore):
 
     vendor = "sqlite"
     BEGIN = "BEGIN IMMEDIATE"
+
+    def _id(self, job_id: UUID) -> Any:
+        return job_id.hex  # SQLite keeps UUIDs as 32 hex digits
 
     CLAIM = """
         WITH running AS (

@@ -2,6 +2,13 @@
 
 Versions never change once published, so each worker keeps the ones it has
 read in a small in-process cache: a step costs no query for its definition.
+
+A published version was checked when it was published; loading it for a run
+only reads it (`frozen_context`): no template is compiled and no rule added
+since (a contact field no longer editable, a template check made stricter)
+refuses it. Otherwise a rule tightened after publishing would make every
+event for the account fail to start, or strand runs in flight; a value that
+is bad at run time fails its own step when it renders.
 """
 
 from __future__ import annotations
@@ -23,6 +30,22 @@ VERSION_CACHE_SIZE = 1024
 
 def validation_context() -> ValidationContext:
     return ValidationContext(check_template=renderer.check, contact_fields=frozenset(EDITABLE_FIELDS))
+
+
+def _accept_template(_text: str) -> str | None:
+    return None  # compiled (and cached) when rendered; checked at save and publish
+
+
+def frozen_context(steps: Any) -> ValidationContext:
+    """What reading a published version needs: no template check, and the contact fields it names allowed."""
+    named: set[str] = set()
+    if isinstance(steps, list):
+        for step in steps:
+            config = step.get("config") if isinstance(step, dict) else None
+            fields = config.get("fields") if isinstance(config, dict) else None
+            if isinstance(fields, dict):
+                named.update(str(name) for name in fields)
+    return ValidationContext(check_template=_accept_template, contact_fields=frozenset(EDITABLE_FIELDS) | named)
 
 
 def definition_from(*, trigger: Any, reenrollment: Any, steps: Any, require_steps: bool = True) -> WorkflowDefinition:
@@ -80,7 +103,8 @@ def load_version(version_id: UUID) -> LoadedVersion:
 
 
 def version_from_row(row: dict[str, Any]) -> LoadedVersion:
-    definition = definition_from(
+    """A published version, read without re-validation (see the module docstring)."""
+    definition = parse_definition(
         trigger={
             "type": row["trigger_type"],
             "event": row["trigger_event"],
@@ -89,6 +113,7 @@ def version_from_row(row: dict[str, Any]) -> LoadedVersion:
         },
         reenrollment=row["reenrollment"],
         steps=row["steps"],
+        context=frozen_context(row["steps"]),
     )
     return LoadedVersion(
         id=row["id"],

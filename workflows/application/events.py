@@ -1,7 +1,14 @@
-"""Contacts' events start workflows. Subscribed once, in WorkflowsConfig.ready()."""
+"""Contacts' events start workflows; a deleted workflow is forgotten by the trigger caches.
+
+Subscribed once, in WorkflowsConfig.ready().
+"""
+
+from typing import Any
 
 from contacts.application.events import CONTACT_DELETED, ContactEvent
 from workflows.application.executions import ExecutionService
+from workflows.infrastructure.models import Workflow
+from workflows.infrastructure.store import triggers_changed
 
 
 def on_contact_event(event: ContactEvent) -> None:
@@ -13,3 +20,8 @@ def on_contact_event(event: ContactEvent) -> None:
     ExecutionService().record_event(
         account=event.account_id, contact=event.contact_id, name=event.name, data=event.data
     )
+
+
+def on_workflow_deleted(sender: type[Workflow], instance: Workflow, **kwargs: Any) -> None:
+    """post_delete: in the deleting transaction, so workers drop the account's cached triggers at its commit."""
+    triggers_changed(instance.account_id)

@@ -19,7 +19,12 @@ How a step is carried out (the `workflow_step` job):
    cancelled meanwhile) and marks this job completed. A crash between the
    action and that commit re-runs the action: at-least-once towards the
    outside world; the webhook id is stable per run and step, so receivers can
-   drop the duplicate.
+   drop the duplicate. If the database refuses that record (data it cannot
+   hold), the step is recorded FAILED without the refused data instead.
+4. A step or resume job that ends dead or failed on the queue (its handler
+   raised every time, or its worker died on the last attempt) fails its run
+   (`job_died`, the queue's dead-letter hook): no run waits forever for a job
+   that will never come.
 
 Reads and writes of runs on this path are plain SQL (workflows.infrastructure.store).
 """
@@ -36,7 +41,7 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
 from accounts.infrastructure.models import Account
@@ -45,6 +50,7 @@ from integrations.domain.channels import failure_details
 from jobs.application.context import JobContext
 from jobs.application.operations import cancel_pending_jobs
 from jobs.application.queue import JobSpec, enqueue, enqueue_many
+from jobs.domain.errors import format_error, truncate
 from jobs.domain.ids import uuid7
 from jobs.domain.retry import RetryPolicy
 from workflows.application.actions import ActionExecutor, ActionResult, StepRun, executor_for
@@ -55,6 +61,7 @@ from workflows.domain.errors import (
     ConcurrentExecutionLimitError,
     EnrollmentRefused,
     IdempotencyConflict,
+    OutcomeNotStored,
     WorkflowNotActive,
     WorkflowValidationError,
 )
@@ -79,7 +86,7 @@ from workflows.domain.triggers import (
 )
 from workflows.domain.workflow import Step, WorkflowStatus
 from workflows.infrastructure.models import TriggerSource, WorkflowExecution, WorkflowVersion
-from workflows.infrastructure.store import RUN_COLUMNS, RunRow, RunStore
+from workflows.infrastructure.store import RUN_COLUMNS, RunRow, RunStore, trigger_cache
 from workflows.infrastructure.templates import renderer as default_renderer
 
 log = logging.getLogger("relay.workflows")
@@ -336,44 +343,88 @@ class ExecutionService:
             in_progress = 0
             started: list[WorkflowExecution] = []
             skipped: list[SkippedEnrollment] = []
+            states: dict[int, tuple[str, UUID | None]] = {}
             for workflow_id, version_id in matches:
-                version = load_version(version_id)
-                trigger = version.definition.trigger
-                if not trigger.matches_event(name, payload):
-                    continue
-                if not trigger.matches_contact(facts):
-                    skipped.append(SkippedEnrollment(workflow_id, "the contact does not match the trigger's filter"))
-                    continue
-                if limit is None:  # lock the account once, before the first enrollment check
-                    limit = store.lock_account(account_id)
-                    in_progress = store.counted_runs(account_id)
-                refusal = chain_refusal(origin, workflow_id=workflow_id, max_depth=settings.WORKFLOW_MAX_CHAIN_DEPTH)
-                refusal = refusal or _enrollment_refusal(
-                    store, workflow_id, contact_id, version.definition.reenrollment
-                )
-                if refusal is None and in_progress >= limit:
-                    refusal = str(ConcurrentExecutionLimitError(limit, in_progress))
-                if refusal:
-                    log.warning(
-                        "event %s for contact %s did not start workflow %s: %s", name, contact_id, workflow_id, refusal
+                # Each candidate on its own: a workflow that cannot be considered (a version that does not
+                # load, a bug) is skipped and logged, never raised into the contact change that emitted the
+                # event (it runs without a savepoint, so an exception would doom the caller's transaction).
+                # A database error is different: the transaction is already doomed, so it propagates.
+                try:
+                    version = load_version(version_id)
+                    trigger = version.definition.trigger
+                    if not trigger.matches_event(name, payload):
+                        continue
+                    if not trigger.matches_contact(facts):
+                        skipped.append(
+                            SkippedEnrollment(workflow_id, "the contact does not match the trigger's filter")
+                        )
+                        continue
+                    if limit is None:  # lock the account once, before the first enrollment check
+                        limit = store.lock_account(account_id)
+                        in_progress = store.counted_runs(account_id)
+                        # The candidates may come from a worker's cache: read what they are now, under the
+                        # account lock (and, on PostgreSQL, a share lock: a pause commits before or after us).
+                        states = store.workflow_states([wid for wid, _ in matches])
+                    status, current_version_id = states.get(workflow_id, ("", None))
+                    if status != WorkflowStatus.ACTIVE or current_version_id is None:
+                        log.info("event %s: workflow %s is %s now; not started", name, workflow_id, status or "gone")
+                        trigger_cache.forget(str(account_id))
+                        continue
+                    if current_version_id != version_id:  # published again since the candidates were read
+                        trigger_cache.forget(str(account_id))
+                        version = load_version(current_version_id)
+                        trigger = version.definition.trigger
+                        if not trigger.matches_event(name, payload):
+                            continue
+                        if not trigger.matches_contact(facts):
+                            skipped.append(
+                                SkippedEnrollment(workflow_id, "the contact does not match the trigger's filter")
+                            )
+                            continue
+                    refusal = chain_refusal(
+                        origin, workflow_id=workflow_id, max_depth=settings.WORKFLOW_MAX_CHAIN_DEPTH
                     )
-                    skipped.append(SkippedEnrollment(workflow_id, refusal))
-                    continue
-                started.append(
-                    self._create_run(
-                        store,
-                        account_id=account_id,
-                        version=version,
-                        contact_id=contact_id,
-                        trigger_data=payload,
-                        event=name,
-                        source=TriggerSource.EVENT,
-                        idempotency_key=None,
-                        origin=origin,
-                        started_by_id=None,
+                    refusal = refusal or _enrollment_refusal(
+                        store, workflow_id, contact_id, version.definition.reenrollment
                     )
-                )
-                in_progress += 1
+                    if refusal is None and in_progress >= limit:
+                        refusal = str(ConcurrentExecutionLimitError(limit, in_progress))
+                    if refusal:
+                        log.warning(
+                            "event %s for contact %s did not start workflow %s: %s",
+                            name,
+                            contact_id,
+                            workflow_id,
+                            refusal,
+                        )
+                        skipped.append(SkippedEnrollment(workflow_id, refusal))
+                        continue
+                    started.append(
+                        self._create_run(
+                            store,
+                            account_id=account_id,
+                            version=version,
+                            contact_id=contact_id,
+                            trigger_data=payload,
+                            event=name,
+                            source=TriggerSource.EVENT,
+                            idempotency_key=None,
+                            origin=origin,
+                            started_by_id=None,
+                        )
+                    )
+                    in_progress += 1
+                except DatabaseError:
+                    raise
+                except Exception as exc:
+                    log.error(
+                        "event %s for contact %s: workflow %s skipped, it could not be started: %s",
+                        name,
+                        contact_id,
+                        workflow_id,
+                        format_error(exc),
+                    )
+                    skipped.append(SkippedEnrollment(workflow_id, "the workflow could not be started (see the logs)"))
         return EventOutcome(started, skipped)
 
     def contact_deleted(self, *, contact_id: int) -> int:
@@ -482,11 +533,36 @@ class ExecutionService:
         attempt = self._attempt(
             executor_for(step.action_type), self._step_run(row, contact, version, step, now), row, version
         )
-        with transaction.atomic():
-            row = store.lock_run(row.id)
-            if row is None or not _holds(row, job, step.index):  # erased meanwhile (its contact was deleted)
-                return
-            self._record(store, row, row.to_domain(), step, attempt_number, attempt, now, job)
+        try:
+            with transaction.atomic():
+                locked = store.lock_run(row.id)
+                if locked is None or not _holds(locked, job, step.index):  # erased meanwhile (contact deleted)
+                    return
+                self._record(store, locked, locked.to_domain(), step, attempt_number, attempt, now, job)
+        except (OperationalError, InterfaceError):
+            raise  # the database is away, not refusing: the queue retries the job (the action runs again)
+        except (DatabaseError, ValueError) as exc:
+            # The database refused what we tried to record (or it could not be encoded). The action took
+            # effect and cannot be undone; recording it again would be refused again. Record the step
+            # FAILED without the refused data, so the run does not stay ACTIVE with a job that keeps dying.
+            log.error(
+                "run %s step %s: its outcome could not be stored (%s); the step is recorded failed without it",
+                row.id,
+                step.index,
+                format_error(exc),
+            )
+            refused = _Attempt(
+                None,
+                OutcomeNotStored(
+                    f"the step's outcome could not be stored ({type(exc).__name__}); the action may have taken effect"
+                ),
+                attempt.duration_ms,
+            )
+            with transaction.atomic():
+                locked = store.lock_run(row.id)
+                if locked is None or not _holds(locked, job, step.index):
+                    return
+                self._record(store, locked, locked.to_domain(), step, attempt_number, refused, now, job)
 
     def end_wait(self, *, execution_id: UUID | str, job: JobContext) -> None:
         """resume_at came: the run goes on with its next step (or completes, if the wait was the last)."""
@@ -501,6 +577,29 @@ class ExecutionService:
                 return
             self._enact(row, run, move, completing=job)
             store.update_run(row, [*row.apply(run), "next_job_id"])
+
+    def job_died(self, *, execution_id: UUID | str, job_id: UUID, handler: str, status: str, error: str) -> bool:
+        """The queue gave up on a job of this run (dead or failed): if it still held the run, the run fails.
+
+        Called by the queue's dead-letter hook. A job that no longer held the run (stale, duplicate)
+        changes nothing. True when the run was failed.
+        """
+        store = RunStore()
+        with transaction.atomic():
+            try:
+                row = store.lock_run(_as_uuid(execution_id))
+            except ExecutionNotFound:
+                return False
+            if row is None or row.next_job_id != job_id:
+                return False
+            run = row.to_domain()
+            message = truncate(f"StepJobDied: the {handler} job {job_id} ended {status}: {error}")
+            if not run.job_lost(self.clock(), error=message, category="unknown"):
+                return False
+            row.next_job_id = None
+            store.update_run(row, [*row.apply(run), "next_job_id"])
+        log.error("run %s failed: %s", row.id, message)
+        return True
 
     def _step_run(
         self, row: RunRow, contact: dict[str, Any], version: LoadedVersion, step: Step, now: datetime

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from jobs.domain.errors import PermanentError
+
 
 class WorkflowDomainError(Exception):
     """Base of every error the workflow engine raises on purpose."""
@@ -81,3 +83,10 @@ class WorkflowNotActive(WorkflowDomainError):
 
 class IdempotencyConflict(WorkflowDomainError):
     """The idempotency key was already used for a run of another workflow or contact (HTTP 409)."""
+
+
+class OutcomeNotStored(PermanentError):
+    """The database refused to record a step's outcome (e.g. data it cannot hold): the step fails without it.
+
+    Permanent: the action already took effect, and recording the same outcome again would be refused again.
+    """

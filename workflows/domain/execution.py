@@ -41,6 +41,7 @@ class ExecutionStatus(StrEnum):
 #   queued    -> active      a worker begins the step
 #   queued    -> paused      an operator pauses it (its queued job is cancelled)
 #   queued    -> cancelled   an operator cancels it
+#   queued    -> failed      its step job ended dead on the queue (e.g. the database refused it every time)
 #   active    -> queued      the step succeeded and the next is queued, or it failed and will be retried
 #   active    -> waiting     a wait step began
 #   active    -> completed   the last step succeeded
@@ -50,6 +51,7 @@ class ExecutionStatus(StrEnum):
 #   waiting   -> queued      resume_at came
 #   waiting   -> paused      paused during the wait: nothing happens at resume_at
 #   waiting   -> cancelled
+#   waiting   -> failed      its resume job ended dead on the queue
 #   paused    -> queued      resume: run the current step (now, or at the retry time it was given)
 #   paused    -> active      resume while the step that was in flight at pause time is still running
 #   paused    -> waiting     resume before resume_at: wait the remainder
@@ -58,7 +60,9 @@ class ExecutionStatus(StrEnum):
 #   paused    -> cancelled
 #   failed    -> queued      manual retry: start again from the failed step
 TRANSITIONS: dict[ExecutionStatus, frozenset[ExecutionStatus]] = {
-    ExecutionStatus.QUEUED: frozenset({ExecutionStatus.ACTIVE, ExecutionStatus.PAUSED, ExecutionStatus.CANCELLED}),
+    ExecutionStatus.QUEUED: frozenset(
+        {ExecutionStatus.ACTIVE, ExecutionStatus.PAUSED, ExecutionStatus.CANCELLED, ExecutionStatus.FAILED}
+    ),
     ExecutionStatus.ACTIVE: frozenset(
         {
             ExecutionStatus.QUEUED,
@@ -69,7 +73,9 @@ TRANSITIONS: dict[ExecutionStatus, frozenset[ExecutionStatus]] = {
             ExecutionStatus.CANCELLED,
         }
     ),
-    ExecutionStatus.WAITING: frozenset({ExecutionStatus.QUEUED, ExecutionStatus.PAUSED, ExecutionStatus.CANCELLED}),
+    ExecutionStatus.WAITING: frozenset(
+        {ExecutionStatus.QUEUED, ExecutionStatus.PAUSED, ExecutionStatus.CANCELLED, ExecutionStatus.FAILED}
+    ),
     ExecutionStatus.PAUSED: frozenset(
         {
             ExecutionStatus.QUEUED,
@@ -258,6 +264,20 @@ class Execution:
             return self._after_step(now)
         return NextMove(MoveKind.RUN_STEP)
 
+    def job_lost(self, now: datetime, *, error: str, category: str) -> bool:
+        """The job that held the run's next move ended for good without moving it (dead on the queue).
+
+        Nothing will move the run any more, so it fails where it is (a manual retry starts that step
+        again). False when it had already ended.
+        """
+        if self.status in ENDED:
+            return False
+        self.last_error = error
+        self.last_error_category = category
+        self._move(ExecutionStatus.FAILED, "fail")
+        self._ended(now)
+        return True
+
     # --- the operator's side ----------------------------------------------------------
     def pause(self, now: datetime) -> None:
         previous = self.status
@@ -298,6 +318,9 @@ class Execution:
         self.retry_count = 0
         self.resume_at = None
         self.completed_at = None
+        if self.is_finished_with_steps:  # it failed at the end of a last wait (its resume job died)
+            self._move(ExecutionStatus.ACTIVE, "complete")
+            return self._after_step(now)
         return NextMove(MoveKind.RUN_STEP)
 
     # --- helpers --------------------------------------------------------------------------

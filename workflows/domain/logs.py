@@ -6,6 +6,11 @@ characters). Response data is ours: a small JSON object (at most
 8 KB), every text in it with URLs cut to scheme and host,
 so a token in a link never lands in the log. It is also what later steps see
 as `steps.N`, so it stays small.
+
+Every text (keys too) is also made storable: NUL and lone UTF-16 surrogates
+become U+FFFD. A receiver may answer `{"id": "\\u0000"}` or `"\\ud800"`;
+Python parses both, but PostgreSQL's jsonb refuses them, and a row the
+database refuses would fail the transaction that records the step.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from jobs.domain.errors import redact_urls, truncate
+from jobs.domain.errors import redact_urls, storable_text, truncate
 
 RESPONSE_DATA_MAX_BYTES = 8192
 MAX_TEXT = 4096  # a webhook answer's body is kept up to WEBHOOK_RESPONSE_BODY_CHARS (4,096)
@@ -41,11 +46,11 @@ def _clean(value: Any, depth: int, text_limit: int) -> Any:
     if depth > 6:
         return "…"
     if isinstance(value, str):
-        return truncate(redact_urls(value), text_limit)
+        return truncate(redact_urls(storable_text(value)), text_limit)
     if isinstance(value, Mapping):
-        return {str(k)[:100]: _clean(v, depth + 1, text_limit) for k, v in list(value.items())[:100]}
+        return {storable_text(str(k)[:100]): _clean(v, depth + 1, text_limit) for k, v in list(value.items())[:100]}
     if isinstance(value, list | tuple):
         return [_clean(v, depth + 1, text_limit) for v in list(value)[:100]]
     if value is None or isinstance(value, int | float | bool):
         return value
-    return truncate(redact_urls(str(value)), text_limit)
+    return truncate(redact_urls(storable_text(str(value))), text_limit)

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import json
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
+from django.conf import settings
 from django.db import connections, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -31,39 +34,76 @@ from workflows.infrastructure.models import ExecutionLog, WorkflowExecution
 TRIGGERS_CHANNEL = "relay_workflows"  # NOTIFY payload: the account whose workflows' triggers changed
 
 
+Candidates = list[tuple[int, UUID]]  # (workflow id, current version id)
+CacheKey = tuple[str, str | None]  # (event name, tag)
+
+
 class TriggerCache:
     """Which active workflows an event starts, per account, kept in a worker process.
 
     Trusted only while the worker's LISTEN connection receives TRIGGERS_CHANNEL: publishing, pausing,
-    activating, archiving or restoring a workflow notifies it in the same transaction, and a
-    reconnection drops everything. A generation number keeps an answer read before a notification
-    from being stored after it.
+    activating, archiving, restoring or deleting a workflow notifies it in the same transaction, and a
+    reconnection drops everything. Untrusted (web processes, SQLite, a listener that is down), every
+    lookup reads the database. A generation number keeps an answer read before a notification from
+    being stored after it. An answer is also kept at most `max_age` seconds: a notification can be
+    lost without the listener noticing (a half-open connection until its keepalive gives up), and
+    then a bounded staleness is the price rather than a stale answer forever. Starting a run checks
+    the workflow again under the account lock in any case.
     """
 
     MAX_ENTRIES = 50_000
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        trusted: Callable[[], bool] = listening,
+        max_age: Callable[[], float] | float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._lock = threading.Lock()
-        self._entries: dict[int, dict[tuple[str, str | None], list[tuple[int, UUID]]]] = {}
+        self._entries: dict[int, dict[CacheKey, tuple[Candidates, float]]] = {}
         self._generation = 0
         self._size = 0
+        self._trusted = trusted
+        self._max_age = max_age
+        self._clock = clock
 
     def trusted(self) -> bool:
-        return listening()
+        return self._trusted()
 
-    def get(self, account_id: int, key: tuple[str, str | None]) -> tuple[list[tuple[int, UUID]] | None, int]:
+    def max_age(self) -> float:
+        if self._max_age is None:
+            return float(settings.WORKFLOW_TRIGGER_CACHE_MAX_AGE)
+        return float(self._max_age() if callable(self._max_age) else self._max_age)
+
+    def lookup(self, account_id: int, key: CacheKey, load: Callable[[], Candidates]) -> Candidates:
+        """The cached answer when trusted and fresh; else `load()` (kept for next time when trusted)."""
+        if not self.trusted():
+            return load()
+        found, generation = self.get(account_id, key)
+        if found is None:
+            found = load()
+            self.put(account_id, key, found, generation)
+        return found
+
+    def get(self, account_id: int, key: CacheKey) -> tuple[Candidates | None, int]:
         with self._lock:
-            return self._entries.get(account_id, {}).get(key), self._generation
+            entry = self._entries.get(account_id, {}).get(key)
+            if entry is not None and self._clock() - entry[1] > self.max_age():
+                entry = None  # too old to trust: the caller reads again and stores the fresh answer
+            return (entry[0] if entry is not None else None), self._generation
 
-    def put(self, account_id: int, key: tuple[str, str | None], value: list[tuple[int, UUID]], generation: int) -> None:
+    def put(self, account_id: int, key: CacheKey, value: Candidates, generation: int) -> None:
         with self._lock:
             if generation != self._generation:
                 return  # something changed while we read: the next call reads again
             if self._size >= self.MAX_ENTRIES:
                 self._entries.clear()
                 self._size = 0
-            self._entries.setdefault(account_id, {})[key] = value
-            self._size += 1
+            entries = self._entries.setdefault(account_id, {})
+            if key not in entries:
+                self._size += 1
+            entries[key] = (value, self._clock())
 
     def forget(self, payload: str | None) -> None:
         """A notification for one account, or None: forget everything."""
@@ -430,6 +470,20 @@ class RunStore:
             result.update((contact_id, bool(unfinished)) for contact_id, unfinished in rows)
         return result
 
+    def workflow_states(self, workflow_ids: list[int]) -> dict[int, tuple[str, UUID | None]]:
+        """{id: (status, current_version_id)} of these workflows as committed now.
+
+        On PostgreSQL the rows are share-locked: a status move (which locks the row for update) commits
+        either before this read or after the caller's transaction, never in between.
+        """
+        placeholders = ", ".join(["%s"] * len(workflow_ids))
+        lock = " FOR SHARE" if self._for_update else ""
+        rows = self._rows(
+            f"SELECT id, status, current_version_id FROM workflows_workflow WHERE id IN ({placeholders}){lock}",
+            list(workflow_ids),
+        )
+        return {wid: (status, _uuid(version_id)) for wid, status, version_id in rows}
+
     def lock_account(self, account_id: int) -> int:
         """Lock the account row (starts for one account are serialized); returns max_concurrent_executions."""
         rows = self._rows(
@@ -479,14 +533,7 @@ class RunStore:
         notifications that say an account's workflows changed (see TriggerCache); elsewhere it asks the
         database each time.
         """
-        if not trigger_cache.trusted():
-            return self._event_candidates(account_id, name, tag)
-        key = (name, tag)
-        found, generation = trigger_cache.get(account_id, key)
-        if found is None:
-            found = self._event_candidates(account_id, name, tag)
-            trigger_cache.put(account_id, key, found, generation)
-        return found
+        return trigger_cache.lookup(account_id, (name, tag), lambda: self._event_candidates(account_id, name, tag))
 
     def _event_candidates(self, account_id: int, name: str, tag: str | None) -> list[tuple[int, UUID]]:
         sql = (

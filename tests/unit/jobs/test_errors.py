@@ -1,6 +1,10 @@
 """Errors are classified in one place and stored as `Type: message`, redacted and bounded."""
 
+import sqlite3
+
+import psycopg
 import pytest
+from django.db import DataError
 
 from jobs.domain.errors import (
     MAX_ERROR_LENGTH,
@@ -16,6 +20,7 @@ from jobs.domain.errors import (
     classify,
     format_error,
     redact_urls,
+    storable_text,
 )
 
 
@@ -111,3 +116,36 @@ def test_a_token_in_a_url_never_reaches_the_stored_error():
     stored = format_error(exc)
     assert "CANARY" not in stored
     assert stored.startswith("ConnectionError: ")
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        DataError(
+            'duplicate key value violates unique constraint "u"\nDETAIL:  Key (email)=(ada@secret.example) exists.'
+        ),
+        psycopg.errors.UntranslatableCharacter(
+            "unsupported Unicode escape sequence\nDETAIL:  \\u0000 cannot be converted to text.\n"
+            'CONTEXT:  JSON data, line 1: {"token": "SECRET...'
+        ),
+        sqlite3.IntegrityError("constraint failed\nDETAIL: SECRET"),
+    ],
+)
+def test_a_database_error_keeps_only_its_first_line(exc):
+    """PostgreSQL's DETAIL and CONTEXT lines quote the refused row: a body, an address, a token."""
+    stored = format_error(exc)
+    assert stored.startswith(f"{type(exc).__name__}: ")
+    assert "DETAIL" not in stored
+    assert "CONTEXT" not in stored
+    assert "secret" not in stored.lower()
+
+
+def test_the_stored_form_holds_no_nul_or_lone_surrogate():
+    """PostgreSQL text refuses NUL; a lone surrogate cannot even be encoded to UTF-8."""
+    stored = format_error(ValueError("a\x00b \ud800c"))
+    assert stored == "ValueError: a\ufffdb \ufffdc"
+    stored.encode("utf-8")
+
+
+def test_storable_text_replaces_only_what_postgresql_refuses():
+    assert storable_text("ok é 😀 \x00 \udfff") == "ok é 😀 \ufffd \ufffd"

@@ -23,6 +23,7 @@ ALLOWED = {
     (S.QUEUED, S.ACTIVE),
     (S.QUEUED, S.PAUSED),
     (S.QUEUED, S.CANCELLED),
+    (S.QUEUED, S.FAILED),
     (S.ACTIVE, S.QUEUED),
     (S.ACTIVE, S.WAITING),
     (S.ACTIVE, S.COMPLETED),
@@ -32,6 +33,7 @@ ALLOWED = {
     (S.WAITING, S.QUEUED),
     (S.WAITING, S.PAUSED),
     (S.WAITING, S.CANCELLED),
+    (S.WAITING, S.FAILED),
     (S.PAUSED, S.QUEUED),
     (S.PAUSED, S.ACTIVE),
     (S.PAUSED, S.WAITING),
@@ -339,3 +341,30 @@ def test_finishing_a_step_of_a_run_not_in_a_step_is_refused():
         run_at(S.QUEUED).step_succeeded(NOW, {})
     with pytest.raises(IllegalExecutionTransition):
         run_at(S.COMPLETED).step_failed(NOW, error="e", category="x", retry_delay=None)
+
+
+@pytest.mark.parametrize("status", [S.QUEUED, S.ACTIVE, S.WAITING, S.PAUSED])
+def test_a_run_whose_job_was_lost_fails_where_it_is(status):
+    run = run_at(status, index=1, retry_count=1, resume_at=NOW, paused_from=S.ACTIVE if status is S.PAUSED else None)
+    assert run.job_lost(NOW, error="StepJobDied: gone", category="unknown") is True
+    assert run.status is S.FAILED
+    assert (run.last_error, run.last_error_category, run.completed_at) == ("StepJobDied: gone", "unknown", NOW)
+    assert run.resume_at is None
+    assert run.paused_from is None
+    move = run.retry(NOW)
+    assert (run.status, run.current_step_index, move.kind) == (S.QUEUED, 1, MoveKind.RUN_STEP)
+
+
+@pytest.mark.parametrize("status", [S.COMPLETED, S.FAILED, S.CANCELLED])
+def test_a_lost_job_of_an_ended_run_changes_nothing(status):
+    run = run_at(status, last_error="before")
+    assert run.job_lost(NOW, error="StepJobDied: gone", category="unknown") is False
+    assert (run.status, run.last_error) == (status, "before")
+
+
+def test_retrying_a_run_that_failed_at_the_end_of_its_last_wait_completes_it():
+    run = run_at(S.WAITING, step_count=2, index=2, resume_at=NOW)
+    run.job_lost(NOW, error="StepJobDied: gone", category="unknown")
+    move = run.retry(NOW)
+    assert run.status is S.COMPLETED
+    assert move.kind is MoveKind.NOTHING

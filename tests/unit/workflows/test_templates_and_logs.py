@@ -118,3 +118,10 @@ def test_response_data_too_big_even_when_cut_keeps_the_small_facts():
 def test_empty_response_data():
     assert bounded_response(None) == {}
     assert bounded_response({}) == {}
+
+
+def test_response_data_is_made_storable():
+    """jsonb refuses NUL and lone surrogates: a receiver's answer holding them must not fail the step's record."""
+    data = bounded_response({"json": {"id": "a\x00b", "k\x00": ["\ud800x"]}, "body": "raw\x00"})
+    assert data == {"json": {"id": "a\ufffdb", "k\ufffd": ["\ufffdx"]}, "body": "raw\ufffd"}
+    json.dumps(data, ensure_ascii=False).encode("utf-8")  # no lone surrogate left

@@ -1,0 +1,183 @@
+"""A step's outcome the database cannot store, and step jobs that die, never strand a run.
+
+A receiver's answer is data we do not control: PostgreSQL's jsonb refuses NUL and lone surrogates,
+and a database error's DETAIL quotes the row it refused. Whatever happens, the run ends in a state an
+operator can act on (never QUEUED/ACTIVE forever) and no stored error holds the answer's data.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from django.db import connection
+
+from jobs.application.worker import Worker
+from jobs.infrastructure.models import Job
+from jobs.infrastructure.store import get_store
+from tests.integration.workflows.support import TEST_WORKER, log_rows, make_workflow, run_due_jobs
+from workflows.application.executions import ExecutionService
+from workflows.infrastructure.models import ExecutionLog, WorkflowExecution
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+NUL_BODY = '{"id": "a\\u0000b", "note": "\\ud800x", "k\\u0000": 1}'  # JSON escapes, as a receiver may send them
+SECRET = "SECRET-BODY-7f3a"
+
+
+def start(workflow, contact) -> WorkflowExecution:
+    return ExecutionService().start(workflow_id=workflow.pk, contact_id=contact.pk).execution
+
+
+def stored_errors(run: WorkflowExecution) -> list[str]:
+    """Every error text the run left behind: the run's, its log rows', and its jobs'."""
+    run.refresh_from_db()
+    texts = [run.last_error]
+    texts += list(ExecutionLog.objects.filter(execution=run).values_list("error_details", flat=True))
+    texts += [str(d) for d in ExecutionLog.objects.filter(execution=run).values_list("response_data", flat=True)]
+    texts += list(Job.objects.filter(payload__execution_id=str(run.pk)).values_list("error_message", flat=True))
+    return texts
+
+
+def test_an_answer_with_nul_and_lone_surrogates_is_kept_cleaned(account, contact, webhook_server):
+    webhook_server.answers = [(200, {}, NUL_BODY)]
+    workflow = make_workflow(account, [{"action_type": "webhook", "config": {"url": webhook_server.url}}])
+    run = start(workflow, contact)
+    run_due_jobs()
+    run.refresh_from_db()
+    assert run.status == "completed"
+    data = ExecutionLog.objects.get(execution=run).response_data
+    assert data["json"] == {"id": "a\ufffdb", "note": "\ufffdx", "k\ufffd": 1}
+    assert run.context["steps"][0]["json"]["id"] == "a\ufffdb"  # what later steps' templates see
+    assert Job.objects.filter(status="completed").count() == 1
+
+
+def test_a_failing_answer_with_nul_fails_the_run_cleanly(account, contact, webhook_server):
+    webhook_server.answers = [(400, {}, "bad\x00input \\u0000")]
+    workflow = make_workflow(account, [{"action_type": "webhook", "config": {"url": webhook_server.url}}])
+    run = start(workflow, contact)
+    run_due_jobs()
+    run.refresh_from_db()
+    assert run.status == "failed"
+    assert ExecutionLog.objects.get(execution=run).response_data["body"] == "bad\ufffdinput \\u0000"
+
+
+@pytest.fixture
+def log_rows_refused_when_secret() -> Iterator[None]:
+    """A real refusal by PostgreSQL: a log row whose data holds SECRET fails, its DETAIL quoting the data."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            CREATE FUNCTION relay_test_refuse_log() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NEW.response_data::text LIKE '%%SECRET%%' THEN
+                    RAISE EXCEPTION 'value refused' USING ERRCODE = '22023',
+                        DETAIL = 'Failing row contains ' || NEW.response_data::text;
+                END IF;
+                RETURN NEW;
+            END $$;
+            CREATE TRIGGER relay_test_refuse_log BEFORE INSERT ON workflows_executionlog
+                FOR EACH ROW EXECUTE FUNCTION relay_test_refuse_log();
+            """
+        )
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TRIGGER relay_test_refuse_log ON workflows_executionlog")
+            cursor.execute("DROP FUNCTION relay_test_refuse_log()")
+
+
+@pytest.mark.postgres
+def test_an_outcome_the_database_refuses_fails_the_step_without_its_data(
+    account, contact, webhook_server, log_rows_refused_when_secret
+):
+    webhook_server.answers = [(200, {}, f'{{"note": "{SECRET}"}}')]
+    workflow = make_workflow(
+        account,
+        [
+            {"action_type": "webhook", "config": {"url": webhook_server.url}},
+            {"action_type": "add_tag", "config": {"tag": "never"}},
+        ],
+    )
+    run = start(workflow, contact)
+    run_due_jobs()
+    run.refresh_from_db()
+    assert run.status == "failed"
+    assert run.next_job_id is None
+    assert run.last_error.startswith("OutcomeNotStored: ")
+    assert log_rows(run) == [(0, "webhook", 1, "failed")]
+    assert Job.objects.get().status == "completed"  # the step job did its part: the run is settled
+    assert not any(SECRET in text for text in stored_errors(run))
+    assert SECRET not in str(run.context)
+
+
+@pytest.fixture
+def runs_refuse_to_start() -> Iterator[None]:
+    """A real database failure on every attempt to carry a step out: a run row may only become failed."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            CREATE FUNCTION relay_test_refuse_run() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NEW.status <> 'failed' THEN
+                    RAISE EXCEPTION 'run refused' USING DETAIL = 'Failing row contains {SECRET}';
+                END IF;
+                RETURN NEW;
+            END $$;
+            CREATE TRIGGER relay_test_refuse_run BEFORE UPDATE ON workflows_workflowexecution
+                FOR EACH ROW EXECUTE FUNCTION relay_test_refuse_run();
+            """
+        )
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TRIGGER relay_test_refuse_run ON workflows_workflowexecution")
+            cursor.execute("DROP FUNCTION relay_test_refuse_run()")
+
+
+def run_worker_until_idle() -> None:
+    worker = Worker(concurrency=1, burst=True, install_signal_handlers=False)
+    assert worker.run() == 0
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("action", ["webhook", "add_tag"])
+def test_a_step_job_that_dies_fails_its_run(settings, account, contact, webhook_server, runs_refuse_to_start, action):
+    settings.JOB_MAX_RETRIES = 1  # two attempts, then dead
+    settings.JOB_RETRY_DELAY_SECONDS = 0.01
+    config = {"url": webhook_server.url} if action == "webhook" else {"tag": "vip"}
+    workflow = make_workflow(account, [{"action_type": action, "config": config}])
+    run = start(workflow, contact)
+    job_id = run.next_job_id
+    deadline = time.monotonic() + 20
+    while Job.objects.get(pk=job_id).status != "dead" and time.monotonic() < deadline:
+        run_worker_until_idle()
+        time.sleep(0.05)
+    job = Job.objects.get(pk=job_id)
+    assert job.status == "dead"
+    run.refresh_from_db()
+    assert run.status == "failed"
+    assert run.next_job_id is None
+    assert run.last_error.startswith(f"StepJobDied: the workflow_step job {job_id} ended dead")
+    assert job.error_message == "ProgrammingError: run refused"  # the first line only: no DETAIL
+    assert not any(SECRET in text for text in stored_errors(run))
+    assert webhook_server.received == []
+
+
+def test_a_step_job_whose_lease_passed_on_its_last_attempt_fails_its_run(settings, account, contact):
+    settings.JOB_MAX_RETRIES = 0
+    workflow = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "vip"}}])
+    run = start(workflow, contact)
+    store = get_store()
+    [claimed] = store.claim(TEST_WORKER, None, 1, 60)  # the worker that claimed it dies without a word
+    assert claimed.id == run.next_job_id
+    Job.objects.filter(pk=claimed.id).update(lease_expires_at="2000-01-01T00:00:00Z")
+    Worker(install_signal_handlers=False).rescue_expired(store)
+    assert Job.objects.get(pk=claimed.id).status == "dead"
+    run.refresh_from_db()
+    assert run.status == "failed"
+    assert "ended dead" in run.last_error
+    assert "LeaseExpired" in run.last_error
