@@ -14,13 +14,17 @@ PUT). A hidden value sent back unchanged means "keep the stored one", taken
 from the draft step at the same position if it is a webhook step too (a body
 is matched key by key, so editing one of its values keeps the hidden others).
 A placeholder with nothing stored behind it (`[redacted]`, or a URL cut to
-`https://host/…`) is refused naming its path, never saved.
+`https://host/…`) is refused naming its path, never saved. Hidden headers and
+body values are kept only while the URL's origin (scheme, host, port) stays the
+same: otherwise a client who may edit but never read them could send the stored
+secrets to a host of its choosing, so each one must be entered again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from integrations.domain.redaction import HARMLESS_HEADERS, REDACTED, is_secret_key, redact
 from workflows.domain.actions import ActionType
@@ -100,16 +104,48 @@ def restore_hidden(steps: Any, stored: list[Mapping[str, Any]]) -> tuple[Any, li
             continue
         before = stored[index] if index < len(stored) else None
         before_config = before.get("config") if before and before.get("action_type") == WEBHOOK else None
-        config = _restore_config(dict(step["config"]), before_config if isinstance(before_config, Mapping) else {})
-        unresolved.extend(_placeholders(config, f"steps[{index}].config"))
+        before_config = before_config if isinstance(before_config, Mapping) else {}
+        config = _restore_config(dict(step["config"]), before_config)
+        path = f"steps[{index}].config"
+        if before_config and not _same_origin(config.get("url"), before_config.get("url")):
+            unresolved.extend(
+                FieldError(error.path, HOST_CHANGED) if error.path != f"{path}.url" else error
+                for error in _placeholders(config, path)
+            )
+        else:
+            unresolved.extend(_placeholders(config, path))
         restored.append({**step, "config": config})
     return restored, unresolved
+
+
+def origin(url: Any) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of the fixed part of a URL (templates may follow the host only); None if there is none."""
+    if not isinstance(url, str):
+        return None
+    try:
+        parts = urlsplit(url.split("{", 1)[0].strip())
+        scheme, host, port = parts.scheme.lower(), parts.hostname, parts.port
+    except ValueError:
+        return None
+    if not scheme or not host:
+        return None
+    return scheme, host.rstrip("."), port or {"http": 80, "https": 443}.get(scheme, 0)
+
+
+def _same_origin(url: Any, stored_url: Any) -> bool:
+    here = origin(url)
+    return here is not None and here == origin(stored_url)
+
+
+HOST_CHANGED = "re-enter this secret: the URL's host changed, and a hidden value is only kept for the same host"
 
 
 def _restore_config(config: dict[str, Any], before: Mapping[str, Any]) -> dict[str, Any]:
     url = before.get("url")
     if isinstance(url, str) and config.get("url") == shown_url(url):
         config["url"] = url
+    if not _same_origin(config.get("url"), url):
+        return config  # secrets go to the host they were entered for, or nowhere: `_placeholders` names them
     stored_headers = before.get("headers") if isinstance(before.get("headers"), Mapping) else {}
     headers = config.get("headers")
     if isinstance(headers, Mapping):

@@ -243,6 +243,52 @@ def test_a_placeholder_with_nothing_stored_behind_it_is_refused(owner_api, accou
     assert WorkflowStep.objects.get(workflow_id=workflow_id).config == WEBHOOK_STEP["config"]
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://attacker.example/collect",
+        "http://hooks.example.com/services/x",  # another scheme
+        "https://hooks.example.com:8443/services/x",  # another port
+        "https://hooks.example.com.attacker.example/services/x",
+        "https://hooks.example.com@attacker.example/services/x",
+    ],
+)
+def test_hidden_secrets_are_not_kept_when_the_url_moves_to_another_origin(owner_api, account, url):
+    """Otherwise a client who may edit, but never read, the secrets could send them to a host of its own."""
+    workflow_id = create(owner_api, steps=[TAG_STEP, WEBHOOK_STEP]).json()["id"]
+    steps = owner_api.get(detail(workflow_id)).json()["steps"]
+    steps[1]["config"]["url"] = url
+    body = assert_problem(owner_api.patch(detail(workflow_id), {"steps": steps}, format="json"), 400)
+    errors = {e["field"]: e["message"] for e in body["errors"]}
+    assert set(errors) == {
+        "steps[1].config.headers.Authorization",
+        "steps[1].config.body.api_key",
+        "steps[1].config.body.nested.password",
+    }
+    assert all("re-enter this secret: the URL's host changed" in m for m in errors.values()), errors
+    stored = WorkflowStep.objects.get(workflow_id=workflow_id, position=1).config
+    assert stored == WEBHOOK_STEP["config"]
+
+
+def test_hidden_secrets_are_kept_when_only_the_path_of_the_url_changes(owner_api, account):
+    workflow_id = create(owner_api, steps=[WEBHOOK_STEP]).json()["id"]
+    steps = owner_api.get(detail(workflow_id)).json()["steps"]
+    steps[0]["config"]["url"] = "https://HOOKS.example.com:443/v2/{{ trigger.order_id }}"
+    response = owner_api.patch(detail(workflow_id), {"steps": steps}, format="json")
+    assert response.status_code == 200, response.content
+    stored = WorkflowStep.objects.get(workflow_id=workflow_id).config
+    assert stored["headers"] == WEBHOOK_STEP["config"]["headers"]
+    assert stored["body"] == WEBHOOK_STEP["config"]["body"]
+
+
+def test_secrets_entered_again_for_a_new_host_are_saved(owner_api, account):
+    workflow_id = create(owner_api, steps=[WEBHOOK_STEP]).json()["id"]
+    steps = [{**WEBHOOK_STEP, "config": {**WEBHOOK_STEP["config"], "url": "https://new-hooks.example.com/x"}}]
+    response = owner_api.patch(detail(workflow_id), {"steps": steps}, format="json")
+    assert response.status_code == 200, response.content
+    assert WorkflowStep.objects.get(workflow_id=workflow_id).config["url"] == "https://new-hooks.example.com/x"
+
+
 def test_list_is_newest_first_scoped_and_summarized(owner_api, account, other_account):
     first = make_workflow(account, [TAG_STEP], name="B first")
     second = make_workflow(account, [TAG_STEP, TAG_STEP], publish=False, name="A second")
