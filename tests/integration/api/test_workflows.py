@@ -289,6 +289,13 @@ def test_secrets_entered_again_for_a_new_host_are_saved(owner_api, account):
     assert WorkflowStep.objects.get(workflow_id=workflow_id).config["url"] == "https://new-hooks.example.com/x"
 
 
+def test_a_template_that_would_allocate_hundreds_of_megabytes_is_refused_naming_its_field(owner_api, account):
+    steps = [TAG_STEP, {"action_type": "send_sms", "config": {"body": '{{ ""|ljust:"300000000" }}'}}]
+    body = assert_problem(create(owner_api, steps=steps), 400)
+    assert error_fields(body) == ["steps[1].config.body"]
+    assert "ljust's width 300000000 is over the limit" in body["errors"][0]["message"]
+
+
 def test_list_is_newest_first_scoped_and_summarized(owner_api, account, other_account):
     first = make_workflow(account, [TAG_STEP], name="B first")
     second = make_workflow(account, [TAG_STEP, TAG_STEP], publish=False, name="A second")
