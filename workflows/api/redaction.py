@@ -7,7 +7,9 @@ response shows the URL cut to scheme and host (`https://hooks.example.com/…`),
 header values other than Content-Type/Accept/User-Agent as `[redacted]`, and
 in the body every value under a secret-looking key (`api_key`, `token`,
 `auth*` ...) as `[redacted]`, with credentials and URLs inside texts cut as in
-logs. Other actions hold message texts and settings, shown as they are.
+logs. A voice call's `recording_url` is cut the same way as a webhook URL (a
+presigned media URL carries its signature in the query). Other actions hold
+message texts and settings, shown as they are.
 
 Round trips work: a client may send back what it read (a GET, a change, a
 PUT). A hidden value sent back unchanged means "keep the stored one", taken
@@ -31,6 +33,7 @@ from workflows.domain.actions import ActionType
 from workflows.domain.errors import FieldError
 
 WEBHOOK = ActionType.WEBHOOK.value
+SEND_VOICE = ActionType.SEND_VOICE.value
 CUT = "…"
 
 
@@ -40,6 +43,10 @@ def shown_steps(steps: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 def shown_step(step: Mapping[str, Any]) -> dict[str, Any]:
     shown = {"name": step.get("name", ""), "action_type": step.get("action_type"), "config": step.get("config") or {}}
+    if shown["action_type"] == SEND_VOICE and isinstance(shown["config"], Mapping):
+        if isinstance(shown["config"].get("recording_url"), str):
+            shown["config"] = {**shown["config"], "recording_url": shown_url(shown["config"]["recording_url"])}
+        return shown
     if shown["action_type"] != WEBHOOK or not isinstance(shown["config"], Mapping):
         return shown
     config = dict(shown["config"])
@@ -96,6 +103,15 @@ def restore_hidden(steps: Any, stored: list[Mapping[str, Any]]) -> tuple[Any, li
     unresolved: list[FieldError] = []
     for index, step in enumerate(steps):
         if (
+            isinstance(step, Mapping)
+            and step.get("action_type") == SEND_VOICE
+            and isinstance(step.get("config"), Mapping)
+        ):
+            config, problems = _restore_recording(dict(step["config"]), stored, index)
+            unresolved.extend(problems)
+            restored.append({**step, "config": config})
+            continue
+        if (
             not isinstance(step, Mapping)
             or step.get("action_type") != WEBHOOK
             or not isinstance(step.get("config"), Mapping)
@@ -138,6 +154,25 @@ def _same_origin(url: Any, stored_url: Any) -> bool:
 
 
 HOST_CHANGED = "re-enter this secret: the URL's host changed, and a hidden value is only kept for the same host"
+
+
+def _restore_recording(
+    config: dict[str, Any], stored: list[Mapping[str, Any]], index: int
+) -> tuple[dict[str, Any], list[FieldError]]:
+    """A voice step's recording URL sent back as shown becomes the stored one again (same position, same action)."""
+    before = stored[index] if index < len(stored) else None
+    before_url = (
+        (before.get("config") or {}).get("recording_url")
+        if before and before.get("action_type") == SEND_VOICE
+        else None
+    )
+    url = config.get("recording_url")
+    if isinstance(before_url, str) and url == shown_url(before_url):
+        config["recording_url"] = before_url
+    elif isinstance(url, str) and url.endswith(f"/{CUT}") and shown_url(url) == url:
+        path = f"steps[{index}].config.recording_url"
+        return config, [FieldError(path, f"is the shortened URL shown in place of a hidden one, and {NO_STORED_VALUE}")]
+    return config, []
 
 
 def _restore_config(config: dict[str, Any], before: Mapping[str, Any]) -> dict[str, Any]:

@@ -296,6 +296,23 @@ def test_a_template_that_would_allocate_hundreds_of_megabytes_is_refused_naming_
     assert "ljust's width 300000000 is over the limit" in body["errors"][0]["message"]
 
 
+def test_a_voice_recording_url_is_shown_cut_to_its_host_and_kept_when_sent_back(owner_api, account):
+    """A presigned media URL carries its signature in the query: viewers must not read it."""
+    recording = "https://media.example.com/calls/hello.mp3?X-Amz-Signature=presignedsecret"
+    voice = {"name": "Call", "action_type": "send_voice", "config": {"recording_url": recording}}
+    response = create(owner_api, steps=[voice])
+    assert response.status_code == 201, response.content
+    assert "presignedsecret" not in response.content.decode()
+    workflow_id = response.json()["id"]
+    steps = owner_api.get(detail(workflow_id)).json()["steps"]
+    assert steps[0]["config"]["recording_url"] == "https://media.example.com/…"
+    steps[0]["name"] = "Call them"
+    assert owner_api.patch(detail(workflow_id), {"steps": steps}, format="json").status_code == 200
+    assert WorkflowStep.objects.get(workflow_id=workflow_id).config["recording_url"] == recording
+    body = assert_problem(owner_api.patch(detail(workflow_id), {"steps": [TAG_STEP, *steps]}, format="json"), 400)
+    assert error_fields(body) == ["steps[1].config.recording_url"]
+
+
 def test_list_is_newest_first_scoped_and_summarized(owner_api, account, other_account):
     first = make_workflow(account, [TAG_STEP], name="B first")
     second = make_workflow(account, [TAG_STEP, TAG_STEP], publish=False, name="A second")
