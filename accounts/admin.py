@@ -1,5 +1,6 @@
 from django.contrib import admin, messages
 
+from accounts.admin_scoping import AccountScopedAdmin
 from accounts.application.tokens import api_token_revoke
 from accounts.infrastructure.models import Account, ApiToken, Membership
 
@@ -11,19 +12,28 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(Account)
-class AccountAdmin(admin.ModelAdmin):
+class AccountAdmin(AccountScopedAdmin):
+    """A staff user sees the accounts they are a member of; creating accounts and setting limits is the superusers'."""
+
     list_display = ("name", "slug", "max_concurrent_executions", "max_concurrent_jobs", "created_at")
     search_fields = ("name", "slug")
     prepopulated_fields = {"slug": ("name",)}
     inlines = [MembershipInline]
 
+    def get_readonly_fields(self, request, obj=None):
+        limits = () if request.user.is_superuser else ("max_concurrent_executions", "max_concurrent_jobs")
+        return (*super().get_readonly_fields(request, obj), *limits)
+
+    def has_add_permission(self, request):
+        return request.user.is_superuser and super().has_add_permission(request)
+
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(AccountScopedAdmin):  # operator tokens (no account) are the superusers' alone
     """Issued by `manage.py create_api_token` (the secret is printed once); here seen and revoked."""
 
     list_display = ("prefix", "name", "user", "account", "created_at", "last_used_at", "revoked_at")
-    list_filter = ("account",)
+    list_filter = (("account", admin.RelatedOnlyFieldListFilter),)
     search_fields = ("prefix", "name", "user__username", "account__slug")
     list_select_related = ("user", "account")
     fields = ("prefix", "name", "user", "account", "created_at", "last_used_at", "revoked_at")

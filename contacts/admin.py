@@ -3,6 +3,7 @@ same events as the API's (and starts the same workflows)."""
 
 from django.contrib import admin
 
+from accounts.admin_scoping import AccountScopedAdmin, check_account
 from contacts.application.services import (
     EDITABLE_FIELDS,
     contact_add_tag,
@@ -24,14 +25,15 @@ class ConsentChangeInline(admin.TabularInline):
 
 
 @admin.register(Contact)
-class ContactAdmin(admin.ModelAdmin):
+class ContactAdmin(AccountScopedAdmin):  # a staff user sees their accounts' contacts only
     list_display = ("email", "phone", "first_name", "last_name", "account", "unsubscribed", "sms_opted_out")
-    list_filter = ("account", "unsubscribed", "sms_opted_out")
+    list_filter = (("account", admin.RelatedOnlyFieldListFilter), "unsubscribed", "sms_opted_out")
     search_fields = ("email", "phone", "first_name", "last_name")
     readonly_fields = ("unsubscribed", "sms_opted_out", "created_at", "updated_at")
     inlines = [ConsentChangeInline]
 
     def save_model(self, request, obj, form, change):
+        check_account(request, obj)
         data = form.cleaned_data
         if not change:
             fields = {name: data[name] for name in EDITABLE_FIELDS}

@@ -2,13 +2,14 @@
 
 from django.contrib import admin, messages
 
+from accounts.admin_scoping import AccountScopedAdmin
 from integrations.application.secrets import webhook_secret_rotate
 from integrations.domain.signing import mask_secret
 from integrations.infrastructure.models import WebhookSigningSecret
 
 
 @admin.register(WebhookSigningSecret)
-class WebhookSigningSecretAdmin(admin.ModelAdmin):
+class WebhookSigningSecretAdmin(AccountScopedAdmin):
     list_display = ("account", "masked_secret", "created_at", "rotated_at")
     search_fields = ("account__name", "account__slug")
     fields = ("account", "masked_secret", "created_at", "rotated_at")

@@ -4,6 +4,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.utils import timezone
 
+from accounts.admin_scoping import AccountScopedAdmin
 from jobs.application.operations import JobConflict, job_cancel, job_retry
 from jobs.application.schedules import schedule_problems
 from jobs.domain.schedule import next_tick
@@ -12,7 +13,7 @@ from jobs.infrastructure.models import Job, Schedule
 
 
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(AccountScopedAdmin):  # jobs of no account (system jobs) are the superusers' alone
     list_display = (
         "id",
         "handler",
@@ -86,10 +87,27 @@ class ScheduleForm(forms.ModelForm):
 
 @admin.register(Schedule)
 class ScheduleAdmin(admin.ModelAdmin):
+    """Schedules belong to no account: they run for the whole installation, so only superusers see them."""
+
     form = ScheduleForm
     list_display = ("name", "cron", "handler", "queue", "enabled", "next_run_at", "last_run_at")
     list_filter = ("enabled",)
     search_fields = ("name", "handler")
+
+    def has_module_permission(self, request):
+        return request.user.is_superuser
+
+    def has_view_permission(self, request, obj=None):
+        return request.user.is_superuser
+
+    def has_add_permission(self, request):
+        return request.user.is_superuser
+
+    def has_change_permission(self, request, obj=None):
+        return request.user.is_superuser
+
+    def has_delete_permission(self, request, obj=None):
+        return request.user.is_superuser
 
     def save_model(self, request, obj, form, change):
         if not change or "cron" in form.changed_data:

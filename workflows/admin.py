@@ -2,7 +2,9 @@
 
 Thin: forms check input with the same domain validation the services use
 (errors land on the field they name), saves and every action call
-WorkflowService / ExecutionService.
+WorkflowService / ExecutionService. Fenced by account (accounts.admin_scoping):
+a staff user sees, changes and starts runs of their accounts' workflows only.
+Published versions and log rows show webhook credentials redacted, as the API does.
 """
 
 from __future__ import annotations
@@ -16,13 +18,15 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.forms.models import BaseInlineFormSet
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from accounts.admin_scoping import AccountScopedAdmin, check_account
 from contacts.infrastructure.models import Contact
+from workflows.api.redaction import shown_json, shown_step, shown_steps
 from workflows.application.definitions import validation_context
 from workflows.application.errors import NotFound
 from workflows.application.executions import ExecutionService
@@ -152,9 +156,23 @@ class WorkflowStepInline(admin.StackedInline):
     extra = 1
     fields = ("position", "name", "action_type", "config")
     ordering = ("position", "id")
+    # Who may only look (view permission, or an archived workflow) sees webhook credentials redacted.
+    shown_fields = ("position", "name", "action_type", "config_shown")
+
+    def get_fields(self, request: HttpRequest, obj: Workflow | None = None) -> tuple[str, ...]:
+        return self.fields if self.has_change_permission(request, obj) else self.shown_fields
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Workflow | None = None) -> tuple[str, ...]:
+        return () if self.has_change_permission(request, obj) else self.shown_fields
+
+    @admin.display(description="config")
+    def config_shown(self, step: WorkflowStep) -> str:
+        return format_html("<code>{}</code>", json.dumps(shown_step(step.as_dict())["config"], ensure_ascii=False))
 
     def has_change_permission(self, request: HttpRequest, obj: Workflow | None = None) -> bool:
-        return obj is None or obj.status != WorkflowStatus.ARCHIVED
+        """Steps are part of their workflow: whoever may change the workflow may change its steps, unless archived."""
+        may_change = request.user.has_perm("workflows.change_workflow")
+        return may_change and (obj is None or obj.status != WorkflowStatus.ARCHIVED)
 
     def has_add_permission(self, request: HttpRequest, obj: Workflow | None = None) -> bool:
         return self.has_change_permission(request, obj)
@@ -167,7 +185,16 @@ class WorkflowVersionInline(admin.TabularInline):
     model = WorkflowVersion
     extra = 0
     can_delete = False
-    fields = ("number", "created_at", "created_by", "trigger_type", "trigger_event", "reenrollment", "step_names")
+    fields = (
+        "number",
+        "created_at",
+        "created_by",
+        "trigger_type",
+        "trigger_event",
+        "reenrollment",
+        "step_names",
+        "steps_shown",
+    )
     readonly_fields = fields
     ordering = ("-number",)
     verbose_name_plural = "published versions"
@@ -175,6 +202,11 @@ class WorkflowVersionInline(admin.TabularInline):
     @admin.display(description="steps")
     def step_names(self, version: WorkflowVersion) -> str:
         return " → ".join(s.get("name") or s.get("action_type", "?") for s in version.steps)
+
+    @admin.display(description="steps as published")
+    def steps_shown(self, version: WorkflowVersion) -> str:
+        """The frozen steps with webhook URLs cut to their host and secret headers and body values hidden."""
+        return format_html("<code>{}</code>", json.dumps(shown_steps(version.steps), ensure_ascii=False)[:4000])
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -210,11 +242,11 @@ class StartRunForm(forms.Form):
 
 
 @admin.register(Workflow)
-class WorkflowAdmin(admin.ModelAdmin):
+class WorkflowAdmin(AccountScopedAdmin):
     form = WorkflowForm
     inlines = [WorkflowStepInline, WorkflowVersionInline]
     list_display = ("name", "account", "status", "trigger", "live_version", "unpublished_changes", "updated_at")
-    list_filter = ("status", "trigger_type", "account")
+    list_filter = ("status", "trigger_type", ("account", admin.RelatedOnlyFieldListFilter))
     search_fields = ("name", "description", "trigger_event")
     readonly_fields = ("status", "current_version", "created_at", "updated_at")
     fieldsets = (
@@ -247,6 +279,7 @@ class WorkflowAdmin(admin.ModelAdmin):
 
     # --- saving through the service --------------------------------------------------------
     def save_model(self, request: HttpRequest, obj: Workflow, form: WorkflowForm, change: bool) -> None:
+        check_account(request, obj)  # the form offers only the user's accounts; this is the last word
         data = form.cleaned_data
         trigger = {
             "type": data["trigger_type"],
@@ -362,7 +395,8 @@ class WorkflowAdmin(admin.ModelAdmin):
         ]
 
     def start_run_view(self, request: HttpRequest, workflow_id: int) -> HttpResponse:
-        workflow = get_object_or_404(Workflow, pk=workflow_id)
+        # Another account's workflow is a 404, like a missing one; its contacts are then out of reach too.
+        workflow = get_object_or_404(self.get_queryset(request), pk=workflow_id)
         if not self.has_view_permission(request, workflow) or not self.has_start_permission(request):
             return HttpResponseRedirect(reverse("admin:index"))
         form = StartRunForm(request.POST or None, workflow=workflow)
@@ -420,7 +454,8 @@ class ExecutionLogInline(admin.TabularInline):
 
     @admin.display(description="response data")
     def response(self, entry: ExecutionLog) -> str:
-        return format_html("<code>{}</code>", json.dumps(entry.response_data, ensure_ascii=False)[:1000])
+        shown = shown_json(entry.response_data)  # stored redacted already; shown through the API's rule again
+        return format_html("<code>{}</code>", json.dumps(shown, ensure_ascii=False)[:1000])
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -430,7 +465,7 @@ class ExecutionLogInline(admin.TabularInline):
 
 
 @admin.register(WorkflowExecution)
-class WorkflowExecutionAdmin(admin.ModelAdmin):
+class WorkflowExecutionAdmin(AccountScopedAdmin):
     inlines = [ExecutionLogInline]
     list_display = (
         "id",
@@ -444,7 +479,12 @@ class WorkflowExecutionAdmin(admin.ModelAdmin):
         "created_at",
         "completed_at",
     )
-    list_filter = ("status", "trigger_source", "workflow", "account")
+    list_filter = (
+        "status",
+        "trigger_source",
+        ("workflow", admin.RelatedOnlyFieldListFilter),
+        ("account", admin.RelatedOnlyFieldListFilter),
+    )
     search_fields = ("=id", "=idempotency_key", "contact__email", "workflow__name")
     list_select_related = ("workflow", "version", "contact")
     date_hierarchy = "created_at"
@@ -549,6 +589,8 @@ class WorkflowExecutionAdmin(admin.ModelAdmin):
             "cancel": service.cancel,
             "retry": service.retry,
         }
+        if not self.get_queryset(request).filter(pk=execution_id).exists():
+            raise Http404("No such run.")  # another account's run, like a missing one
         if request.method != "POST" or operation not in operations:
             return HttpResponseRedirect(target)
         if not self.has_view_permission(request) or not self.has_operate_permission(request):

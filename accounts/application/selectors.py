@@ -2,7 +2,7 @@
 
 import re
 
-from accounts.infrastructure.models import Account
+from accounts.infrastructure.models import Account, Membership
 
 _ID = re.compile(r"[0-9]{1,18}")  # ASCII digits only ("³".isdigit() is True), and within a bigint
 
@@ -15,3 +15,16 @@ def account_by_ref(ref: str) -> Account | None:
     if ref.isdigit():
         return None  # digits, but not an id that can exist
     return Account.objects.filter(slug=ref).first()
+
+
+def admin_account_ids(user: object) -> frozenset[int] | None:
+    """The accounts a staff user may see and act for in the Django admin: those they are a member of.
+
+    None means every account (a superuser is the superadmin, above all accounts). An anonymous or inactive
+    user gets no account.
+    """
+    if getattr(user, "is_superuser", False) and getattr(user, "is_active", False):
+        return None
+    if not getattr(user, "is_authenticated", False) or not getattr(user, "is_active", False):
+        return frozenset()
+    return frozenset(Membership.objects.filter(user_id=user.pk).values_list("account_id", flat=True))

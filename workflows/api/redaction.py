@@ -7,26 +7,33 @@ response shows the URL cut to scheme and host (`https://hooks.example.com/…`),
 header values other than Content-Type/Accept/User-Agent as `[redacted]`, and
 in the body every value under a secret-looking key (`api_key`, `token`,
 `auth*` ...) as `[redacted]`, with credentials and URLs inside texts cut as in
-logs. Other actions hold message texts and settings, shown as they are.
+logs. A voice call's `recording_url` is cut the same way as a webhook URL (a
+presigned media URL carries its signature in the query). Other actions hold
+message texts and settings, shown as they are.
 
 Round trips work: a client may send back what it read (a GET, a change, a
 PUT). A hidden value sent back unchanged means "keep the stored one", taken
 from the draft step at the same position if it is a webhook step too (a body
 is matched key by key, so editing one of its values keeps the hidden others).
 A placeholder with nothing stored behind it (`[redacted]`, or a URL cut to
-`https://host/…`) is refused naming its path, never saved.
+`https://host/…`) is refused naming its path, never saved. Hidden headers and
+body values are kept only while the URL's origin (scheme, host, port) stays the
+same: otherwise a client who may edit but never read them could send the stored
+secrets to a host of its choosing, so each one must be entered again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from integrations.domain.redaction import HARMLESS_HEADERS, REDACTED, is_secret_key, redact
 from workflows.domain.actions import ActionType
 from workflows.domain.errors import FieldError
 
 WEBHOOK = ActionType.WEBHOOK.value
+SEND_VOICE = ActionType.SEND_VOICE.value
 CUT = "…"
 
 
@@ -36,6 +43,10 @@ def shown_steps(steps: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 def shown_step(step: Mapping[str, Any]) -> dict[str, Any]:
     shown = {"name": step.get("name", ""), "action_type": step.get("action_type"), "config": step.get("config") or {}}
+    if shown["action_type"] == SEND_VOICE and isinstance(shown["config"], Mapping):
+        if isinstance(shown["config"].get("recording_url"), str):
+            shown["config"] = {**shown["config"], "recording_url": shown_url(shown["config"]["recording_url"])}
+        return shown
     if shown["action_type"] != WEBHOOK or not isinstance(shown["config"], Mapping):
         return shown
     config = dict(shown["config"])
@@ -92,6 +103,15 @@ def restore_hidden(steps: Any, stored: list[Mapping[str, Any]]) -> tuple[Any, li
     unresolved: list[FieldError] = []
     for index, step in enumerate(steps):
         if (
+            isinstance(step, Mapping)
+            and step.get("action_type") == SEND_VOICE
+            and isinstance(step.get("config"), Mapping)
+        ):
+            config, problems = _restore_recording(dict(step["config"]), stored, index)
+            unresolved.extend(problems)
+            restored.append({**step, "config": config})
+            continue
+        if (
             not isinstance(step, Mapping)
             or step.get("action_type") != WEBHOOK
             or not isinstance(step.get("config"), Mapping)
@@ -100,16 +120,67 @@ def restore_hidden(steps: Any, stored: list[Mapping[str, Any]]) -> tuple[Any, li
             continue
         before = stored[index] if index < len(stored) else None
         before_config = before.get("config") if before and before.get("action_type") == WEBHOOK else None
-        config = _restore_config(dict(step["config"]), before_config if isinstance(before_config, Mapping) else {})
-        unresolved.extend(_placeholders(config, f"steps[{index}].config"))
+        before_config = before_config if isinstance(before_config, Mapping) else {}
+        config = _restore_config(dict(step["config"]), before_config)
+        path = f"steps[{index}].config"
+        if before_config and not _same_origin(config.get("url"), before_config.get("url")):
+            unresolved.extend(
+                FieldError(error.path, HOST_CHANGED) if error.path != f"{path}.url" else error
+                for error in _placeholders(config, path)
+            )
+        else:
+            unresolved.extend(_placeholders(config, path))
         restored.append({**step, "config": config})
     return restored, unresolved
+
+
+def origin(url: Any) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of the fixed part of a URL (templates may follow the host only); None if there is none."""
+    if not isinstance(url, str):
+        return None
+    try:
+        parts = urlsplit(url.split("{", 1)[0].strip())
+        scheme, host, port = parts.scheme.lower(), parts.hostname, parts.port
+    except ValueError:
+        return None
+    if not scheme or not host:
+        return None
+    return scheme, host.rstrip("."), port or {"http": 80, "https": 443}.get(scheme, 0)
+
+
+def _same_origin(url: Any, stored_url: Any) -> bool:
+    here = origin(url)
+    return here is not None and here == origin(stored_url)
+
+
+HOST_CHANGED = "re-enter this secret: the URL's host changed, and a hidden value is only kept for the same host"
+
+
+def _restore_recording(
+    config: dict[str, Any], stored: list[Mapping[str, Any]], index: int
+) -> tuple[dict[str, Any], list[FieldError]]:
+    """A voice step's recording URL sent back as shown becomes the stored one again (same position, same action)."""
+    before = stored[index] if index < len(stored) else None
+    before_url = (
+        (before.get("config") or {}).get("recording_url")
+        if before and before.get("action_type") == SEND_VOICE
+        else None
+    )
+    url = config.get("recording_url")
+    if isinstance(before_url, str) and url == shown_url(before_url):
+        config["recording_url"] = before_url
+    elif isinstance(url, str) and url.endswith(f"/{CUT}") and shown_url(url) == url:
+        path = f"steps[{index}].config.recording_url"
+        return config, [FieldError(path, f"is the shortened URL shown in place of a hidden one, and {NO_STORED_VALUE}")]
+    return config, []
 
 
 def _restore_config(config: dict[str, Any], before: Mapping[str, Any]) -> dict[str, Any]:
     url = before.get("url")
     if isinstance(url, str) and config.get("url") == shown_url(url):
         config["url"] = url
+    if not _same_origin(config.get("url"), url):
+        return config  # secrets go to the host they were entered for, or nowhere: `_placeholders` names them
     stored_headers = before.get("headers") if isinstance(before.get("headers"), Mapping) else {}
     headers = config.get("headers")
     if isinstance(headers, Mapping):

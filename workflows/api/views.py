@@ -204,8 +204,8 @@ class WorkflowDetailView(WorkflowView):
         responses={200: WorkflowOut},
     )
     def delete(self, request: Request, workflow_id: int) -> Response:
-        if self.workflow(workflow_id).status != WorkflowStatus.ARCHIVED:
-            WorkflowService().archive(workflow_id=workflow_id, account_id=self.account_id)
+        # The service treats "already archived" under the row lock, so a concurrent DELETE is a 200 too, not a 409.
+        WorkflowService().archive(workflow_id=workflow_id, account_id=self.account_id)
         return self.workflow_response(workflow_id)
 
     def _change(self, request: Request, workflow_id: int, serializer_class: type) -> Response:
@@ -232,11 +232,11 @@ class WorkflowPublishView(WorkflowView):
         responses={201: WorkflowVersionOut, 200: WorkflowVersionOut, **problems(409)},
     )
     def post(self, request: Request, workflow_id: int) -> Response:
-        before = self.workflow(workflow_id).current_version_id
-        version = WorkflowService().publish(
+        # Whether a version was made is decided under the row lock: two identical publishes racing get 201 and 200.
+        published = WorkflowService().publish_draft(
             workflow_id=workflow_id, account_id=self.account_id, published_by_id=request.user.pk
         )
-        return Response(WorkflowVersionOut(version).data, status=200 if version.pk == before else 201)
+        return Response(WorkflowVersionOut(published.version).data, status=201 if published.created else 200)
 
 
 class WorkflowMoveView(WorkflowView):

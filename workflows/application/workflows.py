@@ -8,6 +8,7 @@ draft may be incomplete (no steps yet); publishing needs at least one step.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
@@ -17,13 +18,21 @@ from accounts.infrastructure.models import Account
 from workflows.application.definitions import definition_from
 from workflows.application.errors import WorkflowNotFound
 from workflows.domain.errors import FieldError, WorkflowValidationError
-from workflows.domain.workflow import WorkflowDefinition, check_editable, workflow_move
+from workflows.domain.workflow import WorkflowDefinition, WorkflowStatus, check_editable, workflow_move
 from workflows.infrastructure.models import Workflow, WorkflowStep, WorkflowVersion
 from workflows.infrastructure.store import triggers_changed
 
 MAX_NAME = 200
 MAX_DESCRIPTION = 5000
 UNCHANGED: Any = object()  # update(): leave this part as it is
+
+
+@dataclass(frozen=True)
+class Published:
+    """What a publish did: the version new runs use, and whether this publish made it."""
+
+    version: WorkflowVersion
+    created: bool
 
 
 class WorkflowService:
@@ -104,6 +113,15 @@ class WorkflowService:
 
         Publishing a draft identical to the current version makes no new version.
         """
+        return self.publish_draft(
+            workflow_id=workflow_id, account_id=account_id, published_by_id=published_by_id
+        ).version
+
+    def publish_draft(
+        self, *, workflow_id: int, account_id: int | None = None, published_by_id: int | None = None
+    ) -> Published:
+        """`publish`, saying whether it made a new version: decided under the workflow's row lock, so of two
+        identical publishes racing, exactly one reports a new version (the API's 201 vs 200)."""
         with transaction.atomic():
             workflow = _locked(workflow_id, account_id)
             target = workflow_move(workflow.status, "publish", has_version=workflow.current_version_id is not None)
@@ -120,7 +138,8 @@ class WorkflowService:
                 "steps": steps,
             }
             current = workflow.current_version
-            if current is not None and all(getattr(current, k) == v for k, v in frozen.items()):
+            created = not (current is not None and all(getattr(current, k) == v for k, v in frozen.items()))
+            if not created:
                 version = current
             else:
                 number = (workflow.versions.aggregate(n=Max("number"))["n"] or 0) + 1
@@ -131,7 +150,7 @@ class WorkflowService:
             workflow.status = target
             workflow.save(update_fields=["current_version", "status", "updated_at"])
             triggers_changed(workflow.account_id)
-        return version
+        return Published(version=version, created=created)
 
     def pause(self, *, workflow_id: int, account_id: int | None = None) -> Workflow:
         """Take no new runs; runs in flight carry on."""
@@ -142,8 +161,16 @@ class WorkflowService:
         return self._move(workflow_id, account_id, "activate")
 
     def archive(self, *, workflow_id: int, account_id: int | None = None) -> Workflow:
-        """Retire it: read-only, no new runs; runs in flight carry on, and its history stays."""
-        return self._move(workflow_id, account_id, "archive")
+        """Retire it: read-only, no new runs; runs in flight carry on, and its history stays.
+
+        Archiving an archived workflow changes nothing and is no error: checked under the row lock, so two
+        archives racing (two API DELETEs) both succeed instead of the second failing.
+        """
+        with transaction.atomic():
+            workflow = _locked(workflow_id, account_id)
+            if workflow.status == WorkflowStatus.ARCHIVED:
+                return workflow
+            return self._move(workflow_id, account_id, "archive")
 
     def restore(self, *, workflow_id: int, account_id: int | None = None) -> Workflow:
         """Bring an archived workflow back as a draft (publish it to take runs again)."""

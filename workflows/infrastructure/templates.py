@@ -6,15 +6,32 @@ for HTML. Neither loads files or libraries: `{% include %}`, `{% extends %}`,
 here; `if`, `for`, `with`, `firstof`, `now`, `filter` and all the default
 filters do. The context is read-only plain data (workflows.domain.templates),
 so a template reaches no object beyond the values it is given.
+
+Bounded, because whoever may edit a workflow writes the template and a worker
+renders it: `{{ ""|ljust:"300000000" }}` would allocate 300 MB, nested loops
+over a long text would spin for hours, and `{% with %}`s doubling a text grow
+it exponentially. So a width or precision over `MAX_WIDTH` (ljust, rjust,
+center, stringformat, floatformat) is a syntax error when the workflow is
+saved, and every filter checks its arguments again before it runs (they may
+come from data); one render may produce at most `MAX_OUTPUT` characters of
+text, `MAX_WORK` characters of filter results and `MAX_LOOP_ITERATIONS` loop
+passes (nested loops counted). Past a limit the render stops with a
+`TemplateError`, a permanent failure: the same template and data would fail
+again.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from django.template import Context, Engine, Library, TemplateSyntaxError, defaultfilters, defaulttags
+from django.template import Context, Engine, Library, Template, TemplateSyntaxError, defaultfilters, defaulttags
+from django.template.base import FilterExpression, Lexer, Node, NodeList, Parser
+from django.template.defaulttags import ForNode
 
 from workflows.domain.templates import TemplateError
 from workflows.domain.validation import is_template
@@ -36,17 +53,174 @@ ALLOWED_TAGS = (
     "widthratio",
     "with",
 )
-MAX_OUTPUT = 1_000_000
+MAX_OUTPUT = 1_000_000  # characters of text one render may produce
+MAX_WORK = 5_000_000  # characters all filter results of one render may add up to
+MAX_WIDTH = 1_000  # the widest padding, format width or precision a filter may ask for
+MAX_LOOP_ITERATIONS = 10_000  # loop passes in one render, nested loops counted
+WIDTH_FILTERS = frozenset({"ljust", "rjust", "center", "stringformat", "floatformat"})
+_NUMBERS = re.compile(r"\d+")
+
+
+class TemplateLimitError(Exception):
+    """A render went past one of the limits above."""
+
+
+def width_problem(name: str, arg: Any) -> str | None:
+    """Why a width filter's argument is refused, or None. Arguments Django itself cannot parse are its concern."""
+    if name not in WIDTH_FILTERS:
+        return None
+    text = str(arg)
+    if name == "stringformat" and "*" in text:
+        return "stringformat may not take its width from the value (*)"
+    widths = [int(n) for n in _NUMBERS.findall(text)] if name in ("stringformat", "floatformat") else []
+    if name in ("ljust", "rjust", "center"):
+        try:
+            widths = [abs(int(text))]
+        except ValueError:
+            return None
+    if any(width > MAX_WIDTH for width in widths):
+        return f"{name}'s width {text[:20]} is over the limit of {MAX_WIDTH:,}"
+    return None
+
+
+@dataclass
+class _Budget:
+    output: int = 0
+    work: int = 0
+    iterations: int = 0
+
+
+_budget: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("relay_template_budget", default=None)
+
+
+def _spend_work(size: int, what: str) -> None:
+    if size > MAX_OUTPUT:
+        raise TemplateLimitError(f"{what} is longer than {MAX_OUTPUT:,} characters")
+    budget = _budget.get()
+    if budget is not None:
+        budget.work += size
+        if budget.work > MAX_WORK:
+            raise TemplateLimitError(f"the template's filters produced more than {MAX_WORK:,} characters")
+
+
+def _bounded_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
+    """`func` checking its width argument before it runs and the size of what it returns."""
+
+    @functools.wraps(func)  # keeps is_safe, needs_autoescape ... and __wrapped__ for Django's argument count
+    def bounded(value: Any, *args: Any, **kwargs: Any) -> Any:
+        if args:
+            problem = width_problem(name, args[0])
+            if problem:
+                raise TemplateLimitError(problem)
+            if name == "join" and hasattr(value, "__len__"):
+                _spend_work(len(str(args[0])) * max(len(value) - 1, 0), "the text join would build")
+        result = func(value, *args, **kwargs)
+        if isinstance(result, str | list | tuple):
+            _spend_work(len(result), f"the result of the {name} filter")
+        return result
+
+    bounded.relay_filter_name = name  # type: ignore[attr-defined]
+    return bounded
+
 
 register = Library()
 for _name in ALLOWED_TAGS:
     register.tags[_name] = defaulttags.register.tags[_name]
-register.filters.update(defaultfilters.register.filters)
+for _name, _filter in defaultfilters.register.filters.items():
+    register.filters[_name] = _bounded_filter(_name, _filter)
+
+
+class _CountedSequence:
+    """A `{% for %}` sequence that counts its passes against the render's budget before the loop starts."""
+
+    def __init__(self, expression: FilterExpression) -> None:
+        self.expression = expression
+
+    def resolve(self, context: Context, ignore_failures: bool = False) -> Any:
+        values = self.expression.resolve(context, ignore_failures=ignore_failures)
+        if values is None or hasattr(values, "__len__"):
+            count = len(values) if values is not None else 0
+        else:
+            values = list(_take(values, MAX_LOOP_ITERATIONS + 1))
+            count = len(values)
+        budget = _budget.get()
+        if budget is not None:
+            budget.iterations += count
+            count = budget.iterations
+        if count > MAX_LOOP_ITERATIONS:
+            raise TemplateLimitError(f"the template's loops ran more than {MAX_LOOP_ITERATIONS:,} times")
+        return values
+
+    def __str__(self) -> str:
+        return str(self.expression)
+
+
+def _take(values: Any, limit: int) -> Any:
+    for index, value in enumerate(values):
+        if index >= limit:
+            return
+        yield value
+
+
+def _charging(render: Callable[[Context], str]) -> Callable[[Context], str]:
+    """A leaf node's render that counts its text against the render's output budget."""
+
+    def charged(context: Context) -> str:
+        output = render(context)
+        budget = _budget.get()
+        if budget is not None:
+            budget.output += len(output)
+            if budget.output > MAX_OUTPUT:
+                raise TemplateLimitError(f"rendered text is longer than {MAX_OUTPUT:,} characters")
+        return output
+
+    return charged
+
+
+class _BoundedParser(Parser):
+    def compile_filter(self, token: str) -> FilterExpression:
+        """Refuses a literal width over the limit when the template is compiled, i.e. when the workflow is saved."""
+        expression = super().compile_filter(token)
+        for func, args in expression.filters:
+            name = getattr(func, "relay_filter_name", "")
+            for lookup, arg in args:
+                problem = None if lookup else width_problem(name, arg)
+                if problem:
+                    raise TemplateSyntaxError(problem)
+        return expression
+
+    def extend_nodelist(self, nodelist: NodeList, node: Node, token: Any) -> None:
+        if isinstance(node, ForNode) and not isinstance(node.sequence, _CountedSequence):
+            node.sequence = _CountedSequence(node.sequence)
+        is_container = any(isinstance(getattr(node, attr, None), NodeList) for attr in node.child_nodelists)
+        if not is_container:  # containers' text is their children's, already counted
+            node.render_annotated = _charging(node.render_annotated)
+        super().extend_nodelist(nodelist, node, token)
+
+
+class _BoundedTemplate(Template):
+    def compile_nodelist(self) -> NodeList:
+        parser = _BoundedParser(
+            Lexer(self.source).tokenize(), self.engine.template_libraries, self.engine.template_builtins, self.origin
+        )
+        nodelist = parser.parse()
+        self.extra_data = parser.extra_data
+        return nodelist
+
+    def render(self, context: Context) -> str:
+        token = _budget.set(_Budget())
+        try:
+            return super().render(context)
+        finally:
+            _budget.reset(token)
 
 
 class _FencedEngine(Engine):
     # Only this module's library is built in; no loaders, no `{% load %}`able libraries.
     default_builtins = ["workflows.infrastructure.templates"]
+
+    def from_string(self, template_code: str) -> Template:
+        return _BoundedTemplate(template_code, engine=self)
 
 
 @functools.cache
@@ -82,6 +256,8 @@ class DjangoTemplateRenderer:
             output = _compiled(source, autoescape).render(Context(dict(context), autoescape=autoescape))
         except TemplateSyntaxError as exc:
             raise TemplateError(f"template does not compile: {exc}") from None
+        except TemplateLimitError as exc:
+            raise TemplateError(f"template stopped: {exc}") from None
         except Exception as exc:  # a filter choking on this run's data
             raise TemplateError(f"template could not be rendered: {type(exc).__name__}: {exc}") from None
         if len(output) > MAX_OUTPUT:

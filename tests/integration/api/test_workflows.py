@@ -243,6 +243,76 @@ def test_a_placeholder_with_nothing_stored_behind_it_is_refused(owner_api, accou
     assert WorkflowStep.objects.get(workflow_id=workflow_id).config == WEBHOOK_STEP["config"]
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://attacker.example/collect",
+        "http://hooks.example.com/services/x",  # another scheme
+        "https://hooks.example.com:8443/services/x",  # another port
+        "https://hooks.example.com.attacker.example/services/x",
+        "https://hooks.example.com@attacker.example/services/x",
+    ],
+)
+def test_hidden_secrets_are_not_kept_when_the_url_moves_to_another_origin(owner_api, account, url):
+    """Otherwise a client who may edit, but never read, the secrets could send them to a host of its own."""
+    workflow_id = create(owner_api, steps=[TAG_STEP, WEBHOOK_STEP]).json()["id"]
+    steps = owner_api.get(detail(workflow_id)).json()["steps"]
+    steps[1]["config"]["url"] = url
+    body = assert_problem(owner_api.patch(detail(workflow_id), {"steps": steps}, format="json"), 400)
+    errors = {e["field"]: e["message"] for e in body["errors"]}
+    assert set(errors) == {
+        "steps[1].config.headers.Authorization",
+        "steps[1].config.body.api_key",
+        "steps[1].config.body.nested.password",
+    }
+    assert all("re-enter this secret: the URL's host changed" in m for m in errors.values()), errors
+    stored = WorkflowStep.objects.get(workflow_id=workflow_id, position=1).config
+    assert stored == WEBHOOK_STEP["config"]
+
+
+def test_hidden_secrets_are_kept_when_only_the_path_of_the_url_changes(owner_api, account):
+    workflow_id = create(owner_api, steps=[WEBHOOK_STEP]).json()["id"]
+    steps = owner_api.get(detail(workflow_id)).json()["steps"]
+    steps[0]["config"]["url"] = "https://HOOKS.example.com:443/v2/{{ trigger.order_id }}"
+    response = owner_api.patch(detail(workflow_id), {"steps": steps}, format="json")
+    assert response.status_code == 200, response.content
+    stored = WorkflowStep.objects.get(workflow_id=workflow_id).config
+    assert stored["headers"] == WEBHOOK_STEP["config"]["headers"]
+    assert stored["body"] == WEBHOOK_STEP["config"]["body"]
+
+
+def test_secrets_entered_again_for_a_new_host_are_saved(owner_api, account):
+    workflow_id = create(owner_api, steps=[WEBHOOK_STEP]).json()["id"]
+    steps = [{**WEBHOOK_STEP, "config": {**WEBHOOK_STEP["config"], "url": "https://new-hooks.example.com/x"}}]
+    response = owner_api.patch(detail(workflow_id), {"steps": steps}, format="json")
+    assert response.status_code == 200, response.content
+    assert WorkflowStep.objects.get(workflow_id=workflow_id).config["url"] == "https://new-hooks.example.com/x"
+
+
+def test_a_template_that_would_allocate_hundreds_of_megabytes_is_refused_naming_its_field(owner_api, account):
+    steps = [TAG_STEP, {"action_type": "send_sms", "config": {"body": '{{ ""|ljust:"300000000" }}'}}]
+    body = assert_problem(create(owner_api, steps=steps), 400)
+    assert error_fields(body) == ["steps[1].config.body"]
+    assert "ljust's width 300000000 is over the limit" in body["errors"][0]["message"]
+
+
+def test_a_voice_recording_url_is_shown_cut_to_its_host_and_kept_when_sent_back(owner_api, account):
+    """A presigned media URL carries its signature in the query: viewers must not read it."""
+    recording = "https://media.example.com/calls/hello.mp3?X-Amz-Signature=presignedsecret"
+    voice = {"name": "Call", "action_type": "send_voice", "config": {"recording_url": recording}}
+    response = create(owner_api, steps=[voice])
+    assert response.status_code == 201, response.content
+    assert "presignedsecret" not in response.content.decode()
+    workflow_id = response.json()["id"]
+    steps = owner_api.get(detail(workflow_id)).json()["steps"]
+    assert steps[0]["config"]["recording_url"] == "https://media.example.com/…"
+    steps[0]["name"] = "Call them"
+    assert owner_api.patch(detail(workflow_id), {"steps": steps}, format="json").status_code == 200
+    assert WorkflowStep.objects.get(workflow_id=workflow_id).config["recording_url"] == recording
+    body = assert_problem(owner_api.patch(detail(workflow_id), {"steps": [TAG_STEP, *steps]}, format="json"), 400)
+    assert error_fields(body) == ["steps[1].config.recording_url"]
+
+
 def test_list_is_newest_first_scoped_and_summarized(owner_api, account, other_account):
     first = make_workflow(account, [TAG_STEP], name="B first")
     second = make_workflow(account, [TAG_STEP, TAG_STEP], publish=False, name="A second")

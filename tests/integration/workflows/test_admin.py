@@ -178,9 +178,10 @@ def test_run_actions_call_the_services(admin_client, account, contact):
 def test_a_viewer_may_watch_runs_but_not_move_them(client, account, contact):
     from django.contrib.auth.models import Permission
 
-    from tests.factories import UserFactory
+    from tests.factories import MembershipFactory, UserFactory
 
     viewer = UserFactory(is_staff=True)
+    MembershipFactory(account=account, user=viewer, role="viewer")
     viewer.user_permissions.add(*Permission.objects.filter(codename__in=["view_workflowexecution", "view_workflow"]))
     client.force_login(viewer)
     workflow = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "x"}}])
@@ -193,3 +194,125 @@ def test_a_viewer_may_watch_runs_but_not_move_them(client, account, contact):
     assert client.get(reverse("admin:workflows_workflow_start", args=[workflow.pk])).status_code == 302
     run.refresh_from_db()
     assert run.status == "queued"
+
+
+# --- the account fence -------------------------------------------------------------------------
+WEBHOOK = {
+    "name": "Tell the shop",
+    "action_type": "webhook",
+    "config": {
+        "url": "https://hooks.example.com/services/T0K3N?sig=querysecret",
+        "headers": {"Authorization": "Bearer headersecret123"},
+        "body": {"api_key": "bodysecret"},
+    },
+}
+
+
+@pytest.fixture
+def staff_of_a(client, account):
+    """A staff user with every workflow, run and contact permission, but a member of `account` only."""
+    from django.contrib.auth.models import Permission
+
+    from tests.factories import MembershipFactory, UserFactory
+
+    user = UserFactory(is_staff=True)
+    MembershipFactory(account=account, user=user, role="admin")
+    user.user_permissions.add(
+        *Permission.objects.filter(content_type__app_label__in=["workflows", "contacts", "accounts", "jobs"])
+    )
+    client.force_login(user)
+    return client
+
+
+def test_a_staff_member_of_one_account_never_reaches_another_accounts_workflows(staff_of_a, account, other_account):
+    from tests.factories import ContactFactory
+
+    account.name, other_account.name = "Alpha Shop", "Bravo Bank"
+    account.save()
+    other_account.save()
+    mine = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "x"}}], name="Alpha welcome")
+    theirs = make_workflow(other_account, [{"action_type": "add_tag", "config": {"tag": "x"}}], name="Bravo secret")
+    my_contact = ContactFactory(account=account, email="a@alpha.example")
+    their_contact = ContactFactory(account=other_account, email="b@bravo.example")
+
+    page = staff_of_a.get(reverse("admin:workflows_workflow_changelist")).content.decode()
+    assert "Alpha welcome" in page
+    assert "Bravo secret" not in page
+    assert "Bravo Bank" not in page  # not even in the account filter
+    change = staff_of_a.get(reverse("admin:workflows_workflow_change", args=[theirs.pk]))
+    assert change.status_code == 302
+    assert change["Location"] == reverse("admin:index")
+    edit = staff_of_a.post(reverse("admin:workflows_workflow_change", args=[theirs.pk]), form_data(other_account, []))
+    assert edit.status_code == 302
+    theirs.refresh_from_db()
+    assert theirs.name == "Bravo secret"
+    # Creating a workflow for an account one is not a member of: the account is not a choice.
+    added = staff_of_a.post(reverse("admin:workflows_workflow_add"), form_data(other_account, [], name="Planted"))
+    assert added.status_code == 200
+    assert not Workflow.objects.filter(name="Planted").exists()
+
+    start_theirs = reverse("admin:workflows_workflow_start", args=[theirs.pk])
+    assert staff_of_a.get(start_theirs).status_code == 404
+    assert staff_of_a.post(start_theirs, {"contact": str(their_contact.pk)}).status_code == 404
+    start_mine = reverse("admin:workflows_workflow_start", args=[mine.pk])
+    response = staff_of_a.post(start_mine, {"contact": str(their_contact.pk), "trigger_data": "{}"})
+    assert "No contact with this id or email address" in response.content.decode()
+    assert not WorkflowExecution.objects.exists()
+
+    their_run = ExecutionService().start(workflow_id=theirs.pk, contact_id=their_contact.pk).execution
+    my_run = ExecutionService().start(workflow_id=mine.pk, contact_id=my_contact.pk).execution
+    runs = staff_of_a.get(reverse("admin:workflows_workflowexecution_changelist")).content.decode()
+    assert str(my_run.pk) in runs
+    assert str(their_run.pk) not in runs
+    assert staff_of_a.get(reverse("admin:workflows_workflowexecution_change", args=[their_run.pk])).status_code == 302
+    operate = reverse("admin:workflows_workflowexecution_operate", args=[their_run.pk, "cancel"])
+    assert staff_of_a.post(operate).status_code == 404
+    staff_of_a.post(
+        reverse("admin:workflows_workflowexecution_changelist"),
+        {"action": "cancel_runs", "_selected_action": [their_run.pk]},
+    )
+    their_run.refresh_from_db()
+    assert their_run.status == "queued"
+
+    contacts = staff_of_a.get(reverse("admin:contacts_contact_changelist")).content.decode()
+    assert "a@alpha.example" in contacts
+    assert "b@bravo.example" not in contacts
+    accounts = staff_of_a.get(reverse("admin:accounts_account_changelist")).content.decode()
+    assert "Alpha Shop" in accounts
+    assert "Bravo Bank" not in accounts
+
+
+def test_a_superuser_sees_every_account(admin_client, account, other_account):
+    make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "x"}}], name="Alpha welcome")
+    theirs = make_workflow(other_account, [{"action_type": "add_tag", "config": {"tag": "x"}}], name="Bravo secret")
+    page = admin_client.get(reverse("admin:workflows_workflow_changelist")).content.decode()
+    assert "Alpha welcome" in page
+    assert "Bravo secret" in page
+    assert admin_client.get(reverse("admin:workflows_workflow_change", args=[theirs.pk])).status_code == 200
+    assert admin_client.get(reverse("admin:workflows_workflow_start", args=[theirs.pk])).status_code == 200
+
+
+def test_published_versions_show_webhook_credentials_redacted(admin_client, account):
+    workflow = make_workflow(account, [WEBHOOK])
+    page = admin_client.get(reverse("admin:workflows_workflow_change", args=[workflow.pk])).content.decode()
+    versions = page[page.index("versions-heading") :]
+    assert "https://hooks.example.com/…" in versions
+    assert "[redacted]" in versions
+    for secret in ("T0K3N", "querysecret", "headersecret123", "bodysecret"):
+        assert secret not in versions
+
+
+def test_a_viewer_sees_the_draft_steps_with_webhook_credentials_redacted(client, account):
+    from django.contrib.auth.models import Permission
+
+    from tests.factories import MembershipFactory, UserFactory
+
+    viewer = UserFactory(is_staff=True)
+    MembershipFactory(account=account, user=viewer, role="viewer")
+    viewer.user_permissions.add(*Permission.objects.filter(codename__in=["view_workflow", "view_workflowstep"]))
+    client.force_login(viewer)
+    workflow = make_workflow(account, [WEBHOOK], publish=False)
+    page = client.get(reverse("admin:workflows_workflow_change", args=[workflow.pk])).content.decode()
+    assert "https://hooks.example.com/…" in page
+    for secret in ("T0K3N", "querysecret", "headersecret123", "bodysecret"):
+        assert secret not in page

@@ -22,8 +22,8 @@ from tests.factories import ContactFactory
 from tests.integration.workflows.support import end_wait_now, log_rows, make_due, make_workflow, run_due_jobs
 from workflows.application.executions import ExecutionService
 from workflows.application.workflows import WorkflowService
-from workflows.domain.errors import IllegalExecutionTransition
-from workflows.infrastructure.models import ExecutionLog, WorkflowExecution
+from workflows.domain.errors import IllegalExecutionTransition, WorkflowValidationError
+from workflows.infrastructure.models import ExecutionLog, WorkflowExecution, WorkflowVersion
 
 # Running a job claims it, and a claim commits on its own: these tests commit too.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -352,6 +352,31 @@ def test_data_that_renders_badly_fails_the_step_permanently(service, account, co
     other.refresh_from_db()
     assert other.status == "failed"
     assert other.last_error == "ValidationFailure: tag: must not be blank"
+
+
+def test_a_huge_width_from_run_data_fails_the_step_at_once(service, account, contact):
+    """A width only known when the step runs passes the save check; the render refuses it before allocating."""
+    template = '{{ ""|ljust:trigger.width }}'
+    workflow = make_workflow(
+        account, [{"action_type": "update_contact", "config": {"fields": {"first_name": template}}}]
+    )
+    run = start(service, workflow, contact, trigger_data={"width": 300_000_000})
+    run_due_jobs()
+    run.refresh_from_db()
+    assert run.status == "failed"
+    assert run.last_error_category == "validation"
+    assert "ljust's width 300000000 is over the limit" in run.last_error
+    assert ExecutionLog.objects.filter(execution=run).count() == 1  # permanent: not retried
+
+
+def test_a_huge_template_smuggled_into_a_stored_version_is_refused_when_loaded(service, account, contact):
+    """Validation bypassed (a manual edit of the row): loading the version checks it again, before any render."""
+    workflow = make_workflow(account, [{"action_type": "update_contact", "config": {"fields": {"first_name": "Al"}}}])
+    WorkflowVersion.objects.filter(pk=workflow.current_version_id).update(
+        steps=[{"action_type": "update_contact", "config": {"fields": {"first_name": '{{ ""|ljust:"300000000" }}'}}}]
+    )
+    with pytest.raises(WorkflowValidationError, match=r"steps\[0\]\.config\.fields\.first_name: .*ljust's width"):
+        start(service, workflow, contact)
 
 
 def test_a_stale_or_duplicate_step_job_does_nothing(service, account, contact):

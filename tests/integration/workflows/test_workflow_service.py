@@ -152,3 +152,25 @@ def test_run_selectors_are_scoped_by_account(account, other_account, contact):
         execution_get(execution_id="not-a-uuid")
     with pytest.raises(ExecutionNotFound):
         ExecutionService().pause(execution_id=run.pk, account_id=other_account.pk)
+
+
+def test_archiving_an_archived_workflow_changes_nothing(service, account):
+    """Two API DELETEs racing both reach the service; the second must not fail with an illegal transition."""
+    workflow = service.create(
+        account_id=account.pk, name="W", steps=[{"action_type": "add_tag", "config": {"tag": "a"}}]
+    )
+    first = service.archive(workflow_id=workflow.pk)
+    second = service.archive(workflow_id=workflow.pk, account_id=account.pk)
+    assert first.status == second.status == "archived"
+    assert second.updated_at == first.updated_at
+
+
+def test_publish_draft_says_whether_this_publish_made_the_version(service, account):
+    """Decided under the row lock, so of two identical publishes racing exactly one says it made the version."""
+    workflow = service.create(
+        account_id=account.pk, name="W", steps=[{"action_type": "add_tag", "config": {"tag": "a"}}]
+    )
+    first = service.publish_draft(workflow_id=workflow.pk)
+    again = service.publish_draft(workflow_id=workflow.pk)
+    assert (first.created, again.created) == (True, False)
+    assert again.version.pk == first.version.pk

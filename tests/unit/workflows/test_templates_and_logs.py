@@ -84,6 +84,56 @@ def test_a_good_template_compiles():
     assert renderer.check("Hi {{ contact.first_name|default:'there' }}") is None
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        '{{ ""|ljust:"300000000" }}',
+        '{{ "x"|rjust:"300000000" }}',
+        '{{ "x"|center:"-300000000" }}',
+        '{{ 1|stringformat:"300000000d" }}',
+        '{{ 1|stringformat:".300000000f" }}',
+        '{{ trigger.pair|stringformat:"*s" }}',
+        '{{ 1|floatformat:"300000000" }}',
+        '{% filter ljust:"300000000" %}x{% endfilter %}',
+        '{% with x=""|ljust:"300000000" %}{{ x }}{% endwith %}',
+    ],
+)
+def test_huge_widths_are_refused_when_the_template_is_checked(source):
+    """A marketer's template must not make a worker allocate hundreds of megabytes: refused at save."""
+    problem = renderer.check(source) or ""
+    assert "is over the limit of 1,000" in problem or "(*)" in problem, problem
+
+
+@pytest.mark.parametrize(
+    ("source", "context", "reason"),
+    [
+        ("{{ x|ljust:trigger.width }}", {"x": "a", "trigger": {"width": 300_000_000}}, "ljust's width"),
+        (
+            "{% for a in s %}{% for b in s %}{% for c in s %}{% endfor %}{% endfor %}{% endfor %}",
+            {"s": "x" * 1000},
+            "loops ran more than",
+        ),
+        (
+            "{% with a=s|add:s %}{% with b=a|add:a %}{% with c=b|add:b %}{% with d=c|add:c %}{% with e=d|add:d %}"
+            "{{ e }}{% endwith %}{% endwith %}{% endwith %}{% endwith %}{% endwith %}",
+            {"s": "x" * 60_000},
+            "longer than",
+        ),
+        ("{% for c in s %}{{ s }}{% endfor %}", {"s": "x" * 5_000}, "rendered text is longer than"),
+        ("{{ s|make_list|join:sep }}", {"s": "x" * 5_000, "sep": "y" * 1_000}, "join would build"),
+    ],
+)
+def test_renders_that_would_grow_without_bound_stop_early(source, context, reason):
+    with pytest.raises(TemplateError, match=reason):
+        renderer.render_text(source, context)
+
+
+def test_ordinary_widths_loops_and_filters_still_work():
+    source = '{% for i in trigger.order.items %}{{ i|upper|ljust:"4" }}|{% endfor %}{{ 2.5|floatformat:"2" }}'
+    assert renderer.check(source) is None
+    assert renderer.render_text(source, {"trigger": {"order": {"items": ["a", "b"]}}}) == "A   |B   |2.50"
+
+
 def test_render_tree_fills_every_string():
     tree = {"a": "{{ contact.first_name }}", "b": [1, "{{ event }}"], "{{ key }}": True}
     assert render_tree(tree, lambda s: renderer.render_text(s, CONTEXT)) == {
