@@ -1,6 +1,7 @@
 """Contacts in the admin. Saving goes through the contact services, so a marketer's edit emits the
 same events as the API's (and starts the same workflows)."""
 
+from django import forms
 from django.contrib import admin
 
 from accounts.admin_scoping import AccountScopedAdmin, check_account
@@ -8,10 +9,26 @@ from contacts.application.services import (
     EDITABLE_FIELDS,
     contact_add_tag,
     contact_create,
+    contact_delete,
     contact_remove_tag,
     contact_update,
 )
+from contacts.domain.model import ContactError, normalize_phone
 from contacts.infrastructure.models import ConsentChange, Contact
+
+
+class ContactForm(forms.ModelForm):
+    """The services' rules, as form errors: a phone that is no phone number is named, not a server error."""
+
+    class Meta:
+        model = Contact
+        fields = ("account", "email", "phone", "first_name", "last_name", "custom_fields", "tags")
+
+    def clean_phone(self) -> str:
+        try:
+            return normalize_phone(self.cleaned_data.get("phone") or "")
+        except ContactError as error:
+            raise forms.ValidationError(error.reason) from None
 
 
 class ConsentChangeInline(admin.TabularInline):
@@ -31,6 +48,7 @@ class ContactAdmin(AccountScopedAdmin):  # a staff user sees their accounts' con
     search_fields = ("email", "phone", "first_name", "last_name")
     readonly_fields = ("unsubscribed", "sms_opted_out", "created_at", "updated_at")
     inlines = [ConsentChangeInline]
+    form = ContactForm
 
     def save_model(self, request, obj, form, change):
         check_account(request, obj)
@@ -55,3 +73,18 @@ class ContactAdmin(AccountScopedAdmin):  # a staff user sees their accounts' con
                 contact_add_tag(contact_id=obj.pk, tag=tag)
             for tag in sorted(before - after):
                 contact_remove_tag(contact_id=obj.pk, tag=tag)
+
+    def get_deleted_objects(self, objs, request):
+        """A contact's runs, logs and consent history go with it, whoever may edit those on their own (the
+        run admin allows no deletes): the same as deleting it through the API."""
+        deleted, counts, _perms_needed, protected = super().get_deleted_objects(objs, request)
+        return deleted, counts, set(), protected
+
+    def delete_model(self, request, obj):
+        """Through the service: `contact.deleted` stops the contact's runs and jobs, locks in the usual order."""
+        check_account(request, obj)
+        contact_delete(contact_id=obj.pk)
+
+    def delete_queryset(self, request, queryset):
+        for contact in queryset.order_by("pk"):
+            self.delete_model(request, contact)

@@ -7,7 +7,10 @@ row to the domain entity and back. The ORM models stay the schema and serve
 the admin, the API and the selectors.
 
 The SQL is the same on PostgreSQL and SQLite except for row locks: SQLite
-has a single writer (BEGIN IMMEDIATE), so `FOR UPDATE` is left out there.
+has a single writer (BEGIN IMMEDIATE), so row locks are left out there. On PostgreSQL
+they are `FOR NO KEY UPDATE`: exclusive among writers of the row, yet they let other
+transactions insert rows that point at it (a run's log rows and jobs, an account's
+runs and contacts), which `FOR UPDATE` would block, inviting deadlocks.
 Values are prepared by the model fields themselves (UUIDs, JSON, datetimes).
 """
 
@@ -265,7 +268,7 @@ class RunStore:
 
     @property
     def _for_update(self) -> str:
-        return " FOR UPDATE" if self.connection.vendor == "postgresql" else ""
+        return " FOR NO KEY UPDATE" if self.connection.vendor == "postgresql" else ""
 
     def _rows(self, sql: str, params: Any) -> list[tuple]:
         with self.connection.cursor() as cursor:
@@ -295,7 +298,7 @@ class RunStore:
 
     def _run_with_contact(self, execution_id: UUID, *, lock: bool) -> tuple[RunRow, dict[str, Any]] | None:
         contact_select = ", ".join(f"c.{name}" for name in CONTACT_COLUMNS)
-        suffix = " FOR UPDATE OF e" if lock and self._for_update else ""
+        suffix = " FOR NO KEY UPDATE OF e" if lock and self._for_update else ""
         rows = self._rows(
             f"SELECT {_RUN_SELECT}, {contact_select} FROM {RUN_TABLE} e"
             f" JOIN contacts_contact c ON c.id = e.contact_id WHERE e.id = %s{suffix}",
@@ -422,7 +425,7 @@ class RunStore:
         the account), or None for no such workflow (within `account_id` when given). Anything counted under
         the lock (runs in progress) must be read by a later statement, which sees what committed before it.
         """
-        lock = " FOR UPDATE OF a" if self._for_update else ""
+        lock = " FOR NO KEY UPDATE OF a" if self._for_update else ""
         sql = (
             "SELECT a.id, a.max_concurrent_executions, w.status, w.current_version_id,"
             " EXISTS(SELECT 1 FROM contacts_contact c WHERE c.id = %s AND c.account_id = w.account_id)"

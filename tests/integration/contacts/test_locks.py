@@ -190,3 +190,27 @@ def test_concurrent_deletes_and_tag_adds_finish_without_deadlocks():
         ExecutionService().start(workflow_id=manual.pk, contact_id=contact.pk)
         assert _tag_and_delete_at_once(contact.pk) == []
         assert not Contact.objects.filter(pk=contact.pk).exists()
+
+
+@pytest.mark.parametrize("lock", ["lock_account", "lock_for_start"])
+def test_a_locked_account_still_takes_new_contacts_and_runs(lock: str):
+    """Starting a run locks its account (starts are counted against the account's limit one at a time);
+    that lock must not block inserting the account's contacts or another account's work meanwhile."""
+    account = AccountFactory()
+    contact = ContactFactory(account=account)
+    workflow = make_workflow(account, [TAG_STEP])
+    with transaction.atomic():
+        if lock == "lock_account":
+            RunStore().lock_account(account.pk)
+        else:
+            RunStore().lock_for_start(workflow.pk, account.pk, contact.pk)
+        with psycopg.connect(**_params()) as other:
+            other.execute("SET lock_timeout = '2s'")
+            other.execute(
+                "INSERT INTO contacts_contact (account_id, email, phone, first_name, last_name, custom_fields, tags,"
+                " unsubscribed, sms_opted_out, created_at, updated_at)"
+                " VALUES (%s, 'new@example.com', '', '', '', '{}', '[]', false, false, now(), now())",
+                [account.pk],
+            )
+            other.commit()
+    assert Contact.objects.filter(account=account, email="new@example.com").exists()
