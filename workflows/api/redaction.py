@@ -123,9 +123,9 @@ def restore_hidden(steps: Any, stored: list[Mapping[str, Any]]) -> tuple[Any, li
         before_config = before_config if isinstance(before_config, Mapping) else {}
         config = _restore_config(dict(step["config"]), before_config)
         path = f"steps[{index}].config"
-        if before_config and not _same_origin(config.get("url"), before_config.get("url")):
+        if before_config and not _same_url(config.get("url"), before_config.get("url")):
             unresolved.extend(
-                FieldError(error.path, HOST_CHANGED) if error.path != f"{path}.url" else error
+                FieldError(error.path, URL_CHANGED) if error.path != f"{path}.url" else error
                 for error in _placeholders(config, path)
             )
         else:
@@ -148,12 +148,13 @@ def origin(url: Any) -> tuple[str, str, int] | None:
     return scheme, host.rstrip("."), port or {"http": 80, "https": 443}.get(scheme, 0)
 
 
-def _same_origin(url: Any, stored_url: Any) -> bool:
-    here = origin(url)
-    return here is not None and here == origin(stored_url)
+def _same_url(url: Any, stored_url: Any) -> bool:
+    """Hidden values are kept only for the very URL they were entered for: on a shared receiver host
+    (webhook.site, hooks.zapier.com ...) another path may well belong to someone else."""
+    return isinstance(url, str) and url == stored_url
 
 
-HOST_CHANGED = "re-enter this secret: the URL's host changed, and a hidden value is only kept for the same host"
+URL_CHANGED = "re-enter this secret: the URL changed, and a hidden value is only kept for the URL it was entered for"
 
 
 def _restore_recording(
@@ -179,8 +180,8 @@ def _restore_config(config: dict[str, Any], before: Mapping[str, Any]) -> dict[s
     url = before.get("url")
     if isinstance(url, str) and config.get("url") == shown_url(url):
         config["url"] = url
-    if not _same_origin(config.get("url"), url):
-        return config  # secrets go to the host they were entered for, or nowhere: `_placeholders` names them
+    if not _same_url(config.get("url"), url):
+        return config  # secrets go to the URL they were entered for, or nowhere: `_placeholders` names them
     stored_headers = before.get("headers") if isinstance(before.get("headers"), Mapping) else {}
     headers = config.get("headers")
     if isinstance(headers, Mapping):

@@ -27,7 +27,7 @@ import functools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from django.template import Context, Engine, Library, Template, TemplateSyntaxError, defaultfilters, defaulttags
 from django.template.base import FilterExpression, Lexer, Node, NodeList, Parser
@@ -88,6 +88,23 @@ class _Budget:
     output: int = 0
     work: int = 0
     iterations: int = 0
+    # Why the render was stopped, once it was. Sticky: `{% if %}` swallows any exception raised while it
+    # evaluates `or`/`and`/`==`/`in` (Django's smartif returns False), so the first stop must also refuse
+    # every later filter, loop and text at once, and the render is refused at its end.
+    stopped: str | None = None
+
+
+def _stop(reason: str) -> NoReturn:
+    budget = _budget.get()
+    if budget is not None and budget.stopped is None:
+        budget.stopped = reason
+    raise TemplateLimitError(reason)
+
+
+def _refuse_if_stopped() -> None:
+    budget = _budget.get()
+    if budget is not None and budget.stopped is not None:
+        raise TemplateLimitError(budget.stopped)
 
 
 _budget: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("relay_template_budget", default=None)
@@ -95,12 +112,12 @@ _budget: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("relay_
 
 def _spend_work(size: int, what: str) -> None:
     if size > MAX_OUTPUT:
-        raise TemplateLimitError(f"{what} is longer than {MAX_OUTPUT:,} characters")
+        _stop(f"{what} is longer than {MAX_OUTPUT:,} characters")
     budget = _budget.get()
     if budget is not None:
         budget.work += size
         if budget.work > MAX_WORK:
-            raise TemplateLimitError(f"the template's filters produced more than {MAX_WORK:,} characters")
+            _stop(f"the template's filters produced more than {MAX_WORK:,} characters")
 
 
 def _bounded_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
@@ -108,10 +125,11 @@ def _bounded_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(func)  # keeps is_safe, needs_autoescape ... and __wrapped__ for Django's argument count
     def bounded(value: Any, *args: Any, **kwargs: Any) -> Any:
+        _refuse_if_stopped()
         if args:
             problem = width_problem(name, args[0])
             if problem:
-                raise TemplateLimitError(problem)
+                _stop(problem)
             if name == "join" and hasattr(value, "__len__"):
                 _spend_work(len(str(args[0])) * max(len(value) - 1, 0), "the text join would build")
         result = func(value, *args, **kwargs)
@@ -137,6 +155,7 @@ class _CountedSequence:
         self.expression = expression
 
     def resolve(self, context: Context, ignore_failures: bool = False) -> Any:
+        _refuse_if_stopped()
         values = self.expression.resolve(context, ignore_failures=ignore_failures)
         if values is None or hasattr(values, "__len__"):
             count = len(values) if values is not None else 0
@@ -148,7 +167,7 @@ class _CountedSequence:
             budget.iterations += count
             count = budget.iterations
         if count > MAX_LOOP_ITERATIONS:
-            raise TemplateLimitError(f"the template's loops ran more than {MAX_LOOP_ITERATIONS:,} times")
+            _stop(f"the template's loops ran more than {MAX_LOOP_ITERATIONS:,} times")
         return values
 
     def __str__(self) -> str:
@@ -166,12 +185,13 @@ def _charging(render: Callable[[Context], str]) -> Callable[[Context], str]:
     """A leaf node's render that counts its text against the render's output budget."""
 
     def charged(context: Context) -> str:
+        _refuse_if_stopped()
         output = render(context)
         budget = _budget.get()
         if budget is not None:
             budget.output += len(output)
             if budget.output > MAX_OUTPUT:
-                raise TemplateLimitError(f"rendered text is longer than {MAX_OUTPUT:,} characters")
+                _stop(f"rendered text is longer than {MAX_OUTPUT:,} characters")
         return output
 
     return charged
@@ -208,9 +228,13 @@ class _BoundedTemplate(Template):
         return nodelist
 
     def render(self, context: Context) -> str:
-        token = _budget.set(_Budget())
+        budget = _Budget()
+        token = _budget.set(budget)
         try:
-            return super().render(context)
+            output = super().render(context)
+            if budget.stopped is not None:  # stopped where a tag swallowed the error: refused all the same
+                raise TemplateLimitError(budget.stopped)
+            return output
         finally:
             _budget.reset(token)
 

@@ -251,9 +251,11 @@ def test_a_placeholder_with_nothing_stored_behind_it_is_refused(owner_api, accou
         "https://hooks.example.com:8443/services/x",  # another port
         "https://hooks.example.com.attacker.example/services/x",
         "https://hooks.example.com@attacker.example/services/x",
+        "https://hooks.example.com/services/attackers-own-path",  # a shared receiver host: another path, another owner
+        "https://HOOKS.example.com:443/v2/{{ trigger.order_id }}",
     ],
 )
-def test_hidden_secrets_are_not_kept_when_the_url_moves_to_another_origin(owner_api, account, url):
+def test_hidden_secrets_are_not_kept_when_the_url_changes(owner_api, account, url):
     """Otherwise a client who may edit, but never read, the secrets could send them to a host of its own."""
     workflow_id = create(owner_api, steps=[TAG_STEP, WEBHOOK_STEP]).json()["id"]
     steps = owner_api.get(detail(workflow_id)).json()["steps"]
@@ -265,20 +267,19 @@ def test_hidden_secrets_are_not_kept_when_the_url_moves_to_another_origin(owner_
         "steps[1].config.body.api_key",
         "steps[1].config.body.nested.password",
     }
-    assert all("re-enter this secret: the URL's host changed" in m for m in errors.values()), errors
+    assert all("re-enter this secret: the URL changed" in m for m in errors.values()), errors
     stored = WorkflowStep.objects.get(workflow_id=workflow_id, position=1).config
     assert stored == WEBHOOK_STEP["config"]
 
 
-def test_hidden_secrets_are_kept_when_only_the_path_of_the_url_changes(owner_api, account):
+def test_hidden_secrets_are_kept_when_the_url_comes_back_as_shown(owner_api, account):
     workflow_id = create(owner_api, steps=[WEBHOOK_STEP]).json()["id"]
     steps = owner_api.get(detail(workflow_id)).json()["steps"]
-    steps[0]["config"]["url"] = "https://HOOKS.example.com:443/v2/{{ trigger.order_id }}"
+    steps[0]["name"] = "Renamed"
     response = owner_api.patch(detail(workflow_id), {"steps": steps}, format="json")
     assert response.status_code == 200, response.content
     stored = WorkflowStep.objects.get(workflow_id=workflow_id).config
-    assert stored["headers"] == WEBHOOK_STEP["config"]["headers"]
-    assert stored["body"] == WEBHOOK_STEP["config"]["body"]
+    assert stored == WEBHOOK_STEP["config"]
 
 
 def test_secrets_entered_again_for_a_new_host_are_saved(owner_api, account):

@@ -22,7 +22,7 @@ from tests.factories import ContactFactory
 from tests.integration.workflows.support import end_wait_now, log_rows, make_due, make_workflow, run_due_jobs
 from workflows.application.executions import ExecutionService
 from workflows.application.workflows import WorkflowService
-from workflows.domain.errors import IllegalExecutionTransition, WorkflowValidationError
+from workflows.domain.errors import IllegalExecutionTransition
 from workflows.infrastructure.models import ExecutionLog, WorkflowExecution, WorkflowVersion
 
 # Running a job claims it, and a claim commits on its own: these tests commit too.
@@ -369,14 +369,22 @@ def test_a_huge_width_from_run_data_fails_the_step_at_once(service, account, con
     assert ExecutionLog.objects.filter(execution=run).count() == 1  # permanent: not retried
 
 
-def test_a_huge_template_smuggled_into_a_stored_version_is_refused_when_loaded(service, account, contact):
-    """Validation bypassed (a manual edit of the row): loading the version checks it again, before any render."""
+def test_a_huge_template_smuggled_into_a_stored_version_fails_its_step_at_once(service, account, contact):
+    """Validation bypassed (a manual edit of the row): published versions load without re-validation (they were
+    checked when published), so the render's own limits stop it, before allocating, as a permanent failure."""
     workflow = make_workflow(account, [{"action_type": "update_contact", "config": {"fields": {"first_name": "Al"}}}])
     WorkflowVersion.objects.filter(pk=workflow.current_version_id).update(
         steps=[{"action_type": "update_contact", "config": {"fields": {"first_name": '{{ ""|ljust:"300000000" }}'}}}]
     )
-    with pytest.raises(WorkflowValidationError, match=r"steps\[0\]\.config\.fields\.first_name: .*ljust's width"):
-        start(service, workflow, contact)
+    run = start(service, workflow, contact)
+    run_due_jobs()
+    run.refresh_from_db()
+    assert run.status == "failed"
+    assert run.last_error_category == "validation"
+    assert "ljust's width 300000000 is over the limit" in run.last_error
+    assert ExecutionLog.objects.filter(execution=run).count() == 1  # permanent: not retried
+    contact.refresh_from_db()
+    assert contact.first_name != ""
 
 
 def test_a_stale_or_duplicate_step_job_does_nothing(service, account, contact):

@@ -1,6 +1,7 @@
 """Templates see only read-only plain data and cannot load, include or debug; log data is bounded and redacted."""
 
 import json
+import time
 
 import pytest
 
@@ -175,3 +176,17 @@ def test_response_data_is_made_storable():
     data = bounded_response({"json": {"id": "a\x00b", "k\x00": ["\ud800x"]}, "body": "raw\x00"})
     assert data == {"json": {"id": "a\ufffdb", "k\ufffd": ["\ufffdx"]}, "body": "raw\ufffd"}
     json.dumps(data, ensure_ascii=False).encode("utf-8")  # no lone surrogate left
+
+
+def test_a_limit_hit_inside_an_if_condition_still_stops_the_render():
+    """Django's `{% if %}` swallows exceptions raised while it evaluates `or`/`==`: the stop must stick."""
+    build = "".join("{% with j=j|add:j %}" for _ in range(10))  # 512 x 1,000 = 512,000 characters
+    condition = " or ".join(["j|add:j == 1"] * 20)  # each 1,024,000: over the output limit
+    source = (
+        '{% with j="' + "x" * 1000 + '" %}' + build + "{% for k in trigger.keys %}{% if " + condition + " %}!"
+        "{% endif %}{% endfor %}" + "{% endwith %}" * 11
+    )
+    started = time.monotonic()
+    with pytest.raises(TemplateError, match="longer than"):
+        renderer.render_text(source, {"trigger": {"keys": "k" * 2000}})
+    assert time.monotonic() - started < 10  # before the fix: every pass recomputed 20 joins of a megabyte
