@@ -6,9 +6,24 @@ from accounts.infrastructure.models import Account, ApiToken, Membership
 
 
 class MembershipInline(admin.TabularInline):
+    """Who belongs to an account, and in what role: the superusers' to change.
+
+    A member who could edit this could make themselves owner (their API tokens take the membership's
+    role) or add any user of any tenant to the account; staff see the members, read-only.
+    """
+
     model = Membership
     extra = 0
     autocomplete_fields = ["user"]
+
+    def has_add_permission(self, request, obj=None):
+        return request.user.is_superuser and super().has_add_permission(request, obj)
+
+    def has_change_permission(self, request, obj=None):
+        return request.user.is_superuser and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return request.user.is_superuser and super().has_delete_permission(request, obj)
 
 
 @admin.register(Account)

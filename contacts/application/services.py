@@ -24,7 +24,10 @@ EDITABLE_FIELDS = ("email", "phone", "first_name", "last_name")
 CONSENT_FIELDS: dict[ConsentChannel, str] = {ConsentChannel.EMAIL: "unsubscribed", ConsentChannel.SMS: "sms_opted_out"}
 
 
-def _check_fields(fields: dict[str, Any]) -> None:
+def _check_fields(fields: dict[str, Any], *, stored_phone_may_stay: bool = False) -> ContactError | None:
+    """Types and names; the phone respelled (`normalize_phone`). With `stored_phone_may_stay`, a phone that
+    is no phone number is returned rather than raised: an update may send back the value stored before
+    phones were checked, and only a change to it is refused."""
     for name, value in fields.items():
         if name == "custom_fields":
             if not isinstance(value, dict):
@@ -34,7 +37,13 @@ def _check_fields(fields: dict[str, Any]) -> None:
         elif not isinstance(value, str):
             raise ContactError(name, "must be a string")
     if "phone" in fields:
-        fields["phone"] = normalize_phone(fields["phone"])  # one spelling, so an inbound STOP finds it
+        try:
+            fields["phone"] = normalize_phone(fields["phone"])  # one spelling, so an inbound STOP finds it
+        except ContactError as error:
+            if not stored_phone_may_stay:
+                raise
+            return error
+    return None
 
 
 @transaction.atomic
@@ -79,13 +88,14 @@ def contact_update(
     before any write, so a bad value stores no part and leaves a caller's transaction usable (the
     workflow engine records it as the step's failure).
     """
-    _check_fields(fields)
+    phone_error = _check_fields(fields, stored_phone_may_stay=True)
     _check_values(fields)
     opt_outs = _check_consent(consent, consent_source)
     store = ContactStore()
     duplicate_email = False
     with transaction.atomic(savepoint=False):  # on the hot path of update steps: no savepoint round trips
         row = store.lock(contact_id)
+        refused = phone_error if phone_error is not None and row["phone"] != fields["phone"] else None
         changes: dict[str, Any] = {}
         for name, value in fields.items():
             if name == "custom_fields":
@@ -93,7 +103,9 @@ def contact_update(
             if row[name] != value:
                 changes[name] = value
         consent_changes = {name: value for name, value in opt_outs.items() if row[name] != value}
-        if changes.get("email") and store.email_taken(row["account_id"], changes["email"], contact_id):
+        if refused is not None:
+            pass  # raised below, outside the block: raising inside would doom a caller's transaction
+        elif changes.get("email") and store.email_taken(row["account_id"], changes["email"], contact_id):
             duplicate_email = True
         elif changes or consent_changes:
             row.update(changes, **consent_changes, updated_at=store.update(contact_id, {**changes, **consent_changes}))
@@ -104,6 +116,8 @@ def contact_update(
                         row["account_id"], contact_id, events.CONTACT_UPDATED, {"changed": list(changes)}
                     )
                 )
+    if refused is not None:
+        raise refused
     if duplicate_email:
         raise ContactError("email", "another contact in this account has this email address")
     return as_contact(row)

@@ -34,6 +34,8 @@ def normalize_phone(phone: str) -> str:
     if not phone:
         return ""
     plus = phone.startswith("+")
+    if plus:  # '+44 (0)20 7946 0000': the (0) is the national trunk prefix, never dialled after a country code
+        phone = phone.replace("(0)", "")
     digits = _PHONE_PUNCTUATION.sub("", phone[1:] if plus else phone)
     if not digits.isascii() or not digits.isdigit():
         raise ContactError("phone", "must be a phone number: digits, optionally a leading + and spaces or dashes")

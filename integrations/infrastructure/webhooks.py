@@ -63,6 +63,8 @@ RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "co
 KEPT_RESPONSE_HEADERS = ("content-type", "content-length", "retry-after", "location")
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # RFC 9110 header name
 _READ_CHUNK = 16 * 1024
+# What the HTTP stack may raise past the classification in `_exchange`.
+_TRANSPORT_ERRORS = (requests.RequestException, urllib3.exceptions.HTTPError, OSError, UnicodeError, ValueError)
 
 SigningSecrets = Callable[[int], list[str]]
 
@@ -195,10 +197,10 @@ class _Deadlines:
         while True:
             time.sleep(self.TICK)
             now = time.monotonic()
-            with self._lock:
-                expired = [e for e in self._watched.values() if e.deadline <= now and not e.expired]
-            for exchange in expired:
-                exchange.expire()
+            with self._lock:  # under the lock: `end` cannot hand the connection to the next request meanwhile
+                for exchange in self._watched.values():
+                    if exchange.deadline <= now and not exchange.expired:
+                        exchange.expire()
 
 
 _deadlines = _Deadlines()
@@ -321,9 +323,10 @@ class RequestsWebhookClient:
             target = self._vet(outgoing, config)
             outgoing = self._sign(outgoing, request.account_id, message_id)
             response = self._exchange(outgoing, target, config, started, message_id, request)
-        except Exception as exc:
-            # An unclassified exception's message may quote a header value or the URL (the HTTP library
-            # writes them in): it becomes a classified error naming only the exception's type.
+        except (JobError, *_TRANSPORT_ERRORS) as exc:
+            # A transport exception's message may quote a header value or the URL (the HTTP library writes
+            # them in): it becomes a classified error naming only its type. Anything else (a database error
+            # reading the signing secret, a bug) propagates as it is, with its traceback.
             who = "webhook" if origin == "webhook" else f"webhook {origin}"
             error = exc if isinstance(exc, JobError) else NetworkFailure(f"{who}: failed ({type(exc).__name__})")
             if getattr(error, "response_data", None) is None:

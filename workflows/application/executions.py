@@ -98,6 +98,9 @@ MAX_IDEMPOTENCY_KEY = 200
 MAX_BULK_START = 10_000
 
 
+JOB_DIED_LOCK_WAIT_SECONDS = 5.0
+
+
 def default_retry_service() -> RetryService:
     return RetryService(
         RetryPolicy(
@@ -586,6 +589,9 @@ class ExecutionService:
         """
         store = RunStore()
         with transaction.atomic():
+            # Called on an executor or the maintenance thread: never stall them behind a long lock holder
+            # (the hook's failure is logged; the run is then settled by an operator's retry).
+            store.limit_lock_wait(JOB_DIED_LOCK_WAIT_SECONDS)
             try:
                 row = store.lock_run(_as_uuid(execution_id))
             except ExecutionNotFound:

@@ -487,6 +487,13 @@ class RunStore:
         )
         return {wid: (status, _uuid(version_id)) for wid, status, version_id in rows}
 
+    def limit_lock_wait(self, seconds: float) -> None:
+        """For the rest of this transaction, waiting for a row lock longer than `seconds` is an error
+        (PostgreSQL; SQLite has one writer at a time and its own busy timeout)."""
+        if self.connection.vendor == "postgresql":
+            with self.connection.cursor() as cursor:
+                cursor.execute(f"SET LOCAL lock_timeout = '{int(seconds * 1000)}ms'")
+
     def lock_account(self, account_id: int) -> int:
         """Lock the account row (starts for one account are serialized); returns max_concurrent_executions."""
         rows = self._rows(

@@ -421,3 +421,21 @@ def test_a_phone_is_stored_in_one_spelling(owner_api):
     changed = owner_api.patch(f"{CONTACTS}/{created.json()['id']}", {"phone": "555.010.0043"}, format="json")
     assert changed.json()["phone"] == "5550100043"
     assert Contact.objects.get().phone == "5550100043"
+
+
+def test_a_phone_stored_before_phones_were_checked_may_be_sent_back_but_not_changed_to_another(owner_api, account):
+    contact = ContactFactory(account=account, phone="ask reception", first_name="Ada")
+    profile = {
+        "email": contact.email,
+        "phone": "ask reception",
+        "first_name": "Ada L.",
+        "last_name": "",
+        "custom_fields": {},
+    }
+    response = owner_api.put(detail(contact), profile, format="json")
+    assert response.status_code == 200, response.content
+    assert response.json()["first_name"] == "Ada L."
+    body = assert_problem(owner_api.put(detail(contact), {**profile, "phone": "ask the porter"}, format="json"), 400)
+    assert error_fields(body) == ["phone"]
+    contact.refresh_from_db()
+    assert (contact.phone, contact.first_name) == ("ask reception", "Ada L.")

@@ -181,3 +181,61 @@ def test_a_step_job_whose_lease_passed_on_its_last_attempt_fails_its_run(setting
     assert run.status == "failed"
     assert "ended dead" in run.last_error
     assert "LeaseExpired" in run.last_error
+
+
+def test_a_dead_letter_for_a_job_that_no_longer_holds_the_run_changes_nothing(account, contact):
+    """A stale or duplicate step job dying says nothing about the run, which has moved on."""
+    import uuid
+
+    workflow = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "vip"}}])
+    run = start(workflow, contact)
+    failed = ExecutionService().job_died(
+        execution_id=run.pk, job_id=uuid.uuid4(), handler="workflow_step", status="dead", error="Boom: stale"
+    )
+    assert failed is False
+    run.refresh_from_db()
+    assert run.status == "queued"
+    assert run.last_error == ""
+    assert run_due_jobs() == 1
+    run.refresh_from_db()
+    assert run.status == "completed"
+
+
+@pytest.mark.postgres
+def test_a_dead_letter_waits_for_a_locked_run_only_so_long(account, contact, monkeypatch):
+    """The hook runs on an executor or the maintenance thread: a long lock holder must not stall them."""
+    import threading
+
+    import psycopg
+
+    from workflows.application import executions
+
+    monkeypatch.setattr(executions, "JOB_DIED_LOCK_WAIT_SECONDS", 0.5)
+    workflow = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "vip"}}])
+    run = start(workflow, contact)
+    params = {k: v for k, v in connection.get_connection_params().items() if k in ("dbname", "user", "host", "port")}
+    outcome: list[object] = []
+
+    def settle() -> None:
+        try:
+            outcome.append(
+                ExecutionService().job_died(
+                    execution_id=run.pk, job_id=run.next_job_id, handler="workflow_step", status="dead", error="x"
+                )
+            )
+        except Exception as exc:
+            outcome.append(exc)
+        finally:
+            connection.close()
+
+    with psycopg.connect(**params) as holder:
+        holder.execute("SELECT 1 FROM workflows_workflowexecution WHERE id = %s FOR UPDATE", [run.pk])
+        started = time.monotonic()
+        thread = threading.Thread(target=settle)
+        thread.start()
+        thread.join(10)
+        waited = time.monotonic() - started
+        holder.rollback()
+    assert len(outcome) == 1
+    assert "lock timeout" in str(outcome[0])
+    assert waited < 5

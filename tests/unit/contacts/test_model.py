@@ -30,3 +30,28 @@ def test_consent_is_per_channel_and_voice_follows_sms():
     assert (state.allows_email(), state.allows_sms(), state.allows_voice()) == (False, True, True)
     state = ConsentState(unsubscribed=False, sms_opted_out=True)
     assert (state.allows_email(), state.allows_sms(), state.allows_voice()) == (True, False, False)
+
+
+@pytest.mark.parametrize(
+    ("written", "stored"),
+    [
+        ("+1 (555) 010-0000", "+15550100000"),
+        ("+44 (0)20 7946 0000", "+442079460000"),  # the trunk prefix is not dialled after the country code
+        ("020 7946 0000", "02079460000"),  # no country code: kept as written, digits only
+        ("  +33 1.23.45.67.89 ", "+33123456789"),
+        ("", ""),
+    ],
+)
+def test_phones_are_stored_in_one_spelling(written, stored):
+    from contacts.domain.model import normalize_phone
+
+    assert normalize_phone(written) == stored
+
+
+@pytest.mark.parametrize("written", ["call me", "+1 555 O1O", "1" * 16, "+١٢٣"])
+def test_what_is_no_phone_number_is_refused_naming_the_field(written):
+    from contacts.domain.model import ContactError, normalize_phone
+
+    with pytest.raises(ContactError) as raised:
+        normalize_phone(written)
+    assert raised.value.field == "phone"
