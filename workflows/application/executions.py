@@ -354,36 +354,29 @@ class ExecutionService:
                 # A database error is different: the transaction is already doomed, so it propagates.
                 try:
                     version = load_version(version_id)
-                    trigger = version.definition.trigger
-                    if not trigger.matches_event(name, payload):
-                        continue
-                    if not trigger.matches_contact(facts):
-                        skipped.append(
-                            SkippedEnrollment(workflow_id, "the contact does not match the trigger's filter")
-                        )
-                        continue
-                    if limit is None:  # lock the account once, before the first enrollment check
-                        limit = store.lock_account(account_id)
-                        in_progress = store.counted_runs(account_id)
-                        # The candidates may come from a worker's cache: read what they are now, under the
-                        # account lock (and, on PostgreSQL, a share lock: a pause commits before or after us).
-                        states = store.workflow_states([wid for wid, _ in matches])
-                    status, current_version_id = states.get(workflow_id, ("", None))
-                    if status != WorkflowStatus.ACTIVE or current_version_id is None:
-                        log.info("event %s: workflow %s is %s now; not started", name, workflow_id, status or "gone")
-                        trigger_cache.forget(str(account_id))
-                        continue
-                    if current_version_id != version_id:  # published again since the candidates were read
-                        trigger_cache.forget(str(account_id))
-                        version = load_version(current_version_id)
-                        trigger = version.definition.trigger
-                        if not trigger.matches_event(name, payload):
-                            continue
-                        if not trigger.matches_contact(facts):
-                            skipped.append(
-                                SkippedEnrollment(workflow_id, "the contact does not match the trigger's filter")
+                    unfit = _trigger_refusal(version, name, payload, facts)
+                    if unfit is None:
+                        if limit is None:  # lock the account once, before the first enrollment check
+                            limit = store.lock_account(account_id)
+                            in_progress = store.counted_runs(account_id)
+                            # The candidates may come from a worker's cache: read what they are now, under the
+                            # account lock (and, on PostgreSQL, a share lock: a pause commits before or after us).
+                            states = store.workflow_states([wid for wid, _ in matches])
+                        status, current_version_id = states.get(workflow_id, ("", None))
+                        if status != WorkflowStatus.ACTIVE or current_version_id is None:
+                            log.info(
+                                "event %s: workflow %s is %s now; not started", name, workflow_id, status or "gone"
                             )
+                            trigger_cache.forget(str(account_id))
                             continue
+                        if current_version_id != version_id:  # published again since the candidates were read
+                            trigger_cache.forget(str(account_id))
+                            version = load_version(current_version_id)
+                            unfit = _trigger_refusal(version, name, payload, facts)
+                    if unfit is not None:
+                        if unfit:
+                            skipped.append(SkippedEnrollment(workflow_id, unfit))
+                        continue
                     refusal = chain_refusal(
                         origin, workflow_id=workflow_id, max_depth=settings.WORKFLOW_MAX_CHAIN_DEPTH
                     )
@@ -785,6 +778,17 @@ class ExecutionService:
 
 
 # --- helpers -----------------------------------------------------------------------------------
+def _trigger_refusal(version: LoadedVersion, name: str, payload: Any, facts: Any) -> str | None:
+    """None when the version's trigger takes this event for this contact; "" when the event is not its
+    own (nothing worth reporting); otherwise why the contact is left out."""
+    trigger = version.definition.trigger
+    if not trigger.matches_event(name, payload):
+        return ""
+    if not trigger.matches_contact(facts):
+        return "the contact does not match the trigger's filter"
+    return None
+
+
 def _step_payload(row: RunRow, step_index: int) -> dict[str, Any]:
     # The version lets the job pick its path (external or internal action) before reading the run.
     return {"execution_id": str(row.id), "step_index": step_index, "version_id": str(row.version_id)}
