@@ -9,11 +9,14 @@ class WorkflowsConfig(AppConfig):
         from django.db.models.signals import post_delete
 
         from contacts.application.events import subscribe
-        from workflows import handlers  # noqa: F401 - registers workflow_step and workflow_resume
+        from jobs.application.schedules import builtin_schedule
+        from workflows import handlers  # registers the workflow jobs; names the reconcile handler
         from workflows.application.events import on_contact_event, on_workflow_deleted
         from workflows.infrastructure.models import Workflow
 
         subscribe(on_contact_event)
+        # Behind the dead-letter hook: runs held by a job that ended dead, failed, cancelled or was purged.
+        builtin_schedule("relay.reconcile_runs", cron="*/5 * * * *", handler=handlers.RECONCILE_HANDLER)
         # However a workflow is deleted (the admin's delete, a cascade from its account), workers must forget
         # its event triggers, as they do on every status move.
         post_delete.connect(on_workflow_deleted, sender=Workflow, dispatch_uid="relay.workflows.deleted")

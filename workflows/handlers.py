@@ -6,6 +6,8 @@ from jobs.application.context import JobContext
 from jobs.application.registry import DeadLetter, job_handler, on_dead_letter
 from workflows.application.executions import RESUME_HANDLER, STEP_HANDLER, ExecutionService
 
+RECONCILE_HANDLER = "workflows.reconcile"
+
 
 @job_handler(STEP_HANDLER)
 def workflow_step(payload: dict[str, Any], job: JobContext) -> None:
@@ -35,3 +37,9 @@ def workflow_job_died(letter: DeadLetter) -> None:
         status=letter.status,
         error=letter.error,
     )
+
+
+@job_handler(RECONCILE_HANDLER)
+def workflow_reconcile(payload: dict[str, Any], job: JobContext) -> None:
+    """Every few minutes (a built-in schedule): fail the runs whose job will never run."""
+    ExecutionService().reconcile_stranded(grace_seconds=float(payload.get("grace_seconds", 300)))

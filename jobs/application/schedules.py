@@ -28,6 +28,11 @@ BUILTIN_SCHEDULES: dict[str, dict[str, Any]] = {
 }
 
 
+def builtin_schedule(name: str, *, cron: str, handler: str, payload: dict[str, Any] | None = None) -> None:
+    """A schedule an app needs to work (registered from its AppConfig.ready); JOB_SCHEDULES may override it."""
+    BUILTIN_SCHEDULES[name] = {"cron": cron, "handler": handler, "payload": payload or {}}
+
+
 def schedule_problems(*, cron: str, handler: str, payload: Any) -> dict[str, str]:
     """What is wrong with a schedule, by field; empty when it can fire."""
     problems = {}

@@ -36,7 +36,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -599,6 +599,26 @@ class ExecutionService:
             store.update_run(row, [*row.apply(run), "next_job_id"])
         log.error("run %s failed: %s", row.id, message)
         return True
+
+    def reconcile_stranded(self, *, grace_seconds: float = 300.0, limit: int = 500) -> int:
+        """Fail the runs whose job will never run (see RunStore.stranded_runs); returns how many.
+
+        The sweep behind the dead-letter hook: it catches what the hook could not settle (the database away
+        at that moment, a lock held too long) and jobs an operator cancelled. (Purged jobs need no sweep of
+        their own: dead letters are kept for days, and this runs every few minutes.)
+        """
+        older_than = self.clock() - timedelta(seconds=grace_seconds)
+        failed = 0
+        stranded = RunStore().stranded_runs(handlers=[STEP_HANDLER, RESUME_HANDLER], older_than=older_than, limit=limit)
+        for run_id, job_id, handler, status, error in stranded:
+            failed += self.job_died(
+                execution_id=run_id,
+                job_id=job_id,
+                handler=handler,
+                status=status,
+                error=error or "no error was recorded",
+            )
+        return failed
 
     def _step_run(
         self, row: RunRow, contact: dict[str, Any], version: LoadedVersion, step: Step, now: datetime

@@ -529,6 +529,42 @@ class RunStore:
         )
         return (_uuid(rows[0][0]), rows[0][1], rows[0][2]) if rows else None
 
+    def stranded_runs(
+        self, *, handlers: list[str], older_than: datetime, limit: int
+    ) -> list[tuple[UUID, UUID, str, str, str]]:
+        """Runs held by a job that will never run: (run id, job id, handler, job status, job error).
+
+        A run QUEUED, ACTIVE or WAITING is held by its next job; when that job ended dead, failed or
+        cancelled (an operator's cancel), nothing will ever move the run. Read from the jobs side (a
+        small partial index of given-up jobs; the run's id is in the job's payload), so the sweep costs
+        little however many runs there are. Only runs unchanged since `older_than`: a move being
+        committed right now is never second-guessed. Rare and off the hot path, hence the ORM.
+        """
+        from jobs.infrastructure.models import Job
+
+        given_up = (
+            Job.objects.using(self.using)
+            .filter(handler__in=handlers, status__in=["dead", "failed", "cancelled"])
+            .order_by("-created_at")
+            .values_list("id", "payload", "handler", "status", "error_message")[: limit * 4]
+        )
+        jobs = {}
+        for job_id, payload, handler, status, error in given_up:
+            run_id = payload.get("execution_id") if isinstance(payload, dict) else None
+            if run_id:
+                jobs[job_id] = (str(run_id), handler, status, error)
+        held = (
+            WorkflowExecution.objects.using(self.using)
+            .filter(
+                pk__in={run_id for run_id, *_ in jobs.values()},
+                next_job_id__in=list(jobs),
+                status__in=["queued", "active", "waiting"],
+                updated_at__lt=older_than,
+            )
+            .values_list("id", "next_job_id")[:limit]
+        )
+        return [(run_id, job_id, *jobs[job_id][1:]) for run_id, job_id in held]
+
     def next_jobs_of_contact(self, contact_id: int) -> list[UUID]:
         """The jobs that hold this contact's runs (each run's next move)."""
         rows = self._rows(

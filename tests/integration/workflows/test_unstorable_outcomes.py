@@ -16,6 +16,7 @@ from django.db import connection
 from jobs.application.worker import Worker
 from jobs.infrastructure.models import Job
 from jobs.infrastructure.store import get_store
+from tests.factories import ContactFactory
 from tests.integration.workflows.support import TEST_WORKER, log_rows, make_workflow, run_due_jobs
 from workflows.application.executions import ExecutionService
 from workflows.infrastructure.models import ExecutionLog, WorkflowExecution
@@ -239,3 +240,42 @@ def test_a_dead_letter_waits_for_a_locked_run_only_so_long(account, contact, mon
     assert len(outcome) == 1
     assert "lock timeout" in str(outcome[0])
     assert waited < 5
+
+
+@pytest.mark.parametrize("job_end", ["dead", "failed", "cancelled"])
+def test_the_sweep_fails_runs_whose_job_will_never_run(account, contact, job_end):
+    """What the dead-letter hook did not settle: the hook failed, or an operator cancelled the job."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    workflow = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "vip"}}])
+    stranded = start(workflow, contact)
+    healthy = start(workflow, ContactFactory(account=account))
+    Job.objects.filter(pk=stranded.next_job_id).update(status=job_end, error_message="Boom: it broke")
+    long_ago = timezone.now() - timedelta(minutes=10)
+    WorkflowExecution.objects.filter(pk__in=[stranded.pk, healthy.pk]).update(updated_at=long_ago)
+    assert ExecutionService().reconcile_stranded(grace_seconds=300) == 1
+    stranded.refresh_from_db()
+    healthy.refresh_from_db()
+    assert stranded.status == "failed"
+    assert "StepJobDied" in stranded.last_error
+    assert healthy.status == "queued"  # its job is pending: it will run
+    assert ExecutionService().reconcile_stranded(grace_seconds=300) == 0  # settled once
+
+
+def test_the_sweep_leaves_a_run_changed_within_its_grace_alone(account, contact):
+    workflow = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "vip"}}])
+    run = start(workflow, contact)
+    Job.objects.filter(pk=run.next_job_id).update(status="dead")
+    assert ExecutionService().reconcile_stranded(grace_seconds=300) == 0
+    run.refresh_from_db()
+    assert run.status == "queued"
+
+
+def test_the_sweep_is_a_builtin_schedule():
+    from jobs.application.schedules import sync_schedules
+    from jobs.infrastructure.models import Schedule
+
+    sync_schedules()
+    assert Schedule.objects.get(name="relay.reconcile_runs").handler == "workflows.reconcile"
