@@ -6,4 +6,10 @@ class IntegrationsConfig(AppConfig):
     verbose_name = "Integrations"
 
     def ready(self) -> None:
-        from integrations import checks  # noqa: F401  (registers the system checks)
+        from integrations import (
+            checks,  # noqa: F401  (registers the system checks)
+            handlers,
+        )
+        from jobs.application.schedules import builtin_schedule
+
+        builtin_schedule("relay.purge_inbound_sms", cron="41 3 * * *", handler=handlers.PURGE_INBOUND_SMS_HANDLER)

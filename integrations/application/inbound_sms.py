@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import transaction
 
@@ -68,3 +69,9 @@ def _first_delivery(message_sid: str) -> bool:
     """Whether this is the first time the provider's message id arrives (see InboundSmsMessage)."""
     _, created = InboundSmsMessage.objects.get_or_create(message_sid=message_sid[:64])
     return created
+
+
+def forget_inbound_messages(*, before: datetime) -> int:
+    """Drop the ids of keyword messages received before `before`; returns how many."""
+    deleted, _ = InboundSmsMessage.objects.filter(received_at__lt=before).delete()
+    return deleted

@@ -158,3 +158,26 @@ def test_a_replayed_start_does_not_undo_a_later_stop(inbound, contact):
     contact.refresh_from_db()
     assert contact.sms_opted_out
     assert list(ConsentChange.objects.filter(contact=contact).values_list("opted_out", flat=True)) == [True]
+
+
+def test_message_ids_past_the_replay_window_are_forgotten(inbound, contact):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from integrations.application.inbound_sms import forget_inbound_messages
+    from integrations.handlers import purge_inbound_sms
+    from integrations.infrastructure.models import InboundSmsMessage
+    from jobs.application.schedules import sync_schedules
+    from jobs.infrastructure.models import Schedule
+
+    post("STOP", contact.phone, message_sid="SM" + "3" * 32)
+    post("START", contact.phone, message_sid="SM" + "4" * 32)
+    InboundSmsMessage.objects.filter(message_sid="SM" + "3" * 32).update(
+        received_at=timezone.now() - timedelta(days=400)
+    )
+    assert forget_inbound_messages(before=timezone.now() - timedelta(days=500)) == 0
+    purge_inbound_sms({}, None)  # the scheduled job: INBOUND_SMS_REPLAY_WINDOW_DAYS (365) back
+    assert list(InboundSmsMessage.objects.values_list("message_sid", flat=True)) == ["SM" + "4" * 32]
+    sync_schedules()
+    assert Schedule.objects.get(name="relay.purge_inbound_sms").handler == "integrations.purge_inbound_sms"
