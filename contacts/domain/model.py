@@ -34,7 +34,9 @@ def normalize_phone(phone: str) -> str:
     if not phone:
         return ""
     plus = phone.startswith("+")
-    if plus:  # '+44 (0)20 7946 0000': the (0) is the national trunk prefix, never dialled after a country code
+    if plus and not phone.startswith("+39"):
+        # '+44 (0)20 7946 0000': the (0) is the national trunk prefix, not dialled after a country code
+        # (Italy is the exception: its numbers keep the 0, '+39 06 ...').
         phone = phone.replace("(0)", "")
     digits = _PHONE_PUNCTUATION.sub("", phone[1:] if plus else phone)
     if not digits.isascii() or not digits.isdigit():

@@ -15,6 +15,7 @@ processes (their environment) configure it without rebuilding anything.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import functools
 import json
@@ -505,7 +506,7 @@ class RequestsWebhookClient:
             *request_secrets(outgoing.url, request.headers if isinstance(request.headers, dict) else {}),
             *(v for k, v in outgoing.headers.items() if k.lower() == "webhook-signature"),
         ]
-        text = raw.decode(answer.encoding or "utf-8", errors="replace") if raw else ""
+        text = raw.decode(_codec(answer.encoding), errors="replace") if raw else ""
         kept, cut = excerpt(redact(text, secrets=secrets), config.kept_body_chars)
         headers = {
             name: redact_urls(answer.headers[name]) if name == "location" else answer.headers[name]
@@ -530,6 +531,14 @@ class RequestsWebhookClient:
         )
         attach_failure_details(error, response.as_response_data(), response)
         raise error
+
+
+def _codec(charset: str | None) -> str:
+    """The answer's charset if Python knows it, else UTF-8: the receiver names it, and may name anything."""
+    try:
+        return codecs.lookup(charset or "utf-8").name
+    except (LookupError, TypeError):
+        return "utf-8"
 
 
 def _send_failure(exc: requests.RequestException, who: str, config: WebhookSettings, *, expired: bool) -> JobError:

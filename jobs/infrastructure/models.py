@@ -46,12 +46,6 @@ class Job(models.Model):
             models.Index(fields=["priority", "run_at", "id"], condition=_DUE, name="job_claim"),
             # Running rows: per-account concurrency counts and lease rescue.
             models.Index(fields=["account"], condition=Q(status=JobStatus.RUNNING), name="job_running"),
-            # Jobs given up on (dead, failed, cancelled): few, and what sweeps for stranded work read.
-            models.Index(
-                fields=["handler"],
-                condition=Q(status__in=["dead", "failed", "cancelled"]),
-                name="job_given_up",
-            ),
             models.Index(fields=["account", "-created_at"], name="job_account_created"),
             models.Index(fields=["-created_at"], name="job_created"),
         ]

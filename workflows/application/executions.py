@@ -591,6 +591,8 @@ class ExecutionService:
                 return False
             if row is None or row.next_job_id != job_id:
                 return False
+            if not store.job_gave_up(job_id):  # an operator retried it meanwhile: it will move the run
+                return False
             run = row.to_domain()
             message = truncate(f"StepJobDied: the {handler} job {job_id} ended {status}: {error}")
             if not run.job_lost(self.clock(), error=message, category="unknown"):
@@ -604,20 +606,21 @@ class ExecutionService:
         """Fail the runs whose job will never run (see RunStore.stranded_runs); returns how many.
 
         The sweep behind the dead-letter hook: it catches what the hook could not settle (the database away
-        at that moment, a lock held too long) and jobs an operator cancelled. (Purged jobs need no sweep of
-        their own: dead letters are kept for days, and this runs every few minutes.)
+        at that moment, a lock held too long), jobs an operator cancelled, and jobs purged since.
         """
         older_than = self.clock() - timedelta(seconds=grace_seconds)
         failed = 0
-        stranded = RunStore().stranded_runs(handlers=[STEP_HANDLER, RESUME_HANDLER], older_than=older_than, limit=limit)
-        for run_id, job_id, handler, status, error in stranded:
-            failed += self.job_died(
-                execution_id=run_id,
-                job_id=job_id,
-                handler=handler,
-                status=status,
-                error=error or "no error was recorded",
-            )
+        for run_id, job_id, handler, status, error in RunStore().stranded_runs(older_than=older_than, limit=limit):
+            try:
+                failed += self.job_died(
+                    execution_id=run_id,
+                    job_id=job_id,
+                    handler=handler or "workflow",
+                    status="gone (purged)" if status == "missing" else status,
+                    error=error or "no error was recorded",
+                )
+            except Exception as exc:  # one run's lock held too long must not stop the sweep for the others
+                log.warning("run %s: could not be settled now (%s); the next sweep tries again", run_id, exc)
         return failed
 
     def _step_run(

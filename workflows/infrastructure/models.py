@@ -128,6 +128,7 @@ class WorkflowVersion(models.Model):
 
 
 _COUNTED = Q(status__in=sorted(COUNTED_FOR_LIMIT))
+_IN_FLIGHT = Q(status__in=["active", "queued", "waiting"])
 
 
 class WorkflowExecution(models.Model):
@@ -187,6 +188,9 @@ class WorkflowExecution(models.Model):
             # The re-enrollment rule: this contact's runs of this workflow.
             models.Index(fields=["workflow", "contact", "status"], name="execution_enrollment"),
             models.Index(fields=["workflow", "-created_at"], name="execution_workflow_created"),
+            # Runs in flight (held by a job): what the stranded-run sweep reads, however many runs have ended.
+            # On the id, which never changes, so a step's update of a run adds no work to this index.
+            models.Index(fields=["id"], condition=_IN_FLIGHT, name="execution_in_flight"),
         ]
 
     def __str__(self) -> str:

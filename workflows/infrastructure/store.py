@@ -529,41 +529,36 @@ class RunStore:
         )
         return (_uuid(rows[0][0]), rows[0][1], rows[0][2]) if rows else None
 
-    def stranded_runs(
-        self, *, handlers: list[str], older_than: datetime, limit: int
-    ) -> list[tuple[UUID, UUID, str, str, str]]:
+    def stranded_runs(self, *, older_than: datetime, limit: int) -> list[tuple[UUID, UUID, str, str, str]]:
         """Runs held by a job that will never run: (run id, job id, handler, job status, job error).
 
         A run QUEUED, ACTIVE or WAITING is held by its next job; when that job ended dead, failed or
-        cancelled (an operator's cancel), nothing will ever move the run. Read from the jobs side (a
-        small partial index of given-up jobs; the run's id is in the job's payload), so the sweep costs
-        little however many runs there are. Only runs unchanged since `older_than`: a move being
-        committed right now is never second-guessed. Rare and off the hot path, hence the ORM.
+        cancelled (an operator's cancel), or is gone (purged), nothing will ever move the run. Read from
+        the runs in flight (the partial index `execution_in_flight`: the ended runs, however many, are not
+        in it) joined to their job. Only runs unchanged since `older_than`: a move being committed right
+        now is never second-guessed.
         """
-        from jobs.infrastructure.models import Job
+        rows = self._rows(
+            "SELECT e.id, e.next_job_id, coalesce(j.handler, ''), coalesce(j.status, 'missing'),"
+            " coalesce(j.error_message, '')"
+            f" FROM {RUN_TABLE} e LEFT JOIN jobs_job j ON j.id = e.next_job_id"
+            " WHERE e.status IN ('active', 'queued', 'waiting') AND e.next_job_id IS NOT NULL"
+            " AND e.updated_at < %s AND (j.id IS NULL OR j.status IN ('dead', 'failed', 'cancelled'))"
+            " LIMIT %s",
+            [self._prep(WorkflowExecution, "updated_at", older_than), limit],
+        )
+        return [
+            (_uuid(run_id), _uuid(job_id), handler, status, error) for run_id, job_id, handler, status, error in rows
+        ]
 
-        given_up = (
-            Job.objects.using(self.using)
-            .filter(handler__in=handlers, status__in=["dead", "failed", "cancelled"])
-            .order_by("-created_at")
-            .values_list("id", "payload", "handler", "status", "error_message")[: limit * 4]
+    def job_gave_up(self, job_id: UUID) -> bool:
+        """Whether the job still stands given up (dead, failed, cancelled) or is gone; share-locked on
+        PostgreSQL, so an operator's retry of it commits before this answer or waits for our transaction."""
+        lock = " FOR SHARE" if self._for_update else ""
+        rows = self._rows(
+            f"SELECT status FROM jobs_job WHERE id = %s{lock}", [self._prep(WorkflowExecution, "next_job_id", job_id)]
         )
-        jobs = {}
-        for job_id, payload, handler, status, error in given_up:
-            run_id = payload.get("execution_id") if isinstance(payload, dict) else None
-            if run_id:
-                jobs[job_id] = (str(run_id), handler, status, error)
-        held = (
-            WorkflowExecution.objects.using(self.using)
-            .filter(
-                pk__in={run_id for run_id, *_ in jobs.values()},
-                next_job_id__in=list(jobs),
-                status__in=["queued", "active", "waiting"],
-                updated_at__lt=older_than,
-            )
-            .values_list("id", "next_job_id")[:limit]
-        )
-        return [(run_id, job_id, *jobs[job_id][1:]) for run_id, job_id in held]
+        return not rows or rows[0][0] in ("dead", "failed", "cancelled")
 
     def next_jobs_of_contact(self, contact_id: int) -> list[UUID]:
         """The jobs that hold this contact's runs (each run's next move)."""

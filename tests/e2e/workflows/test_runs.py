@@ -158,14 +158,17 @@ def test_a_run_paused_during_a_wait_does_nothing_until_resumed(worker, account, 
     workflow = make_workflow(
         account,
         [
-            {"action_type": "wait", "config": {"duration": 2}},
+            # Long enough that the pause lands during the wait even on a loaded machine.
+            {"action_type": "wait", "config": {"duration": 5}},
             {"action_type": "webhook", "config": {"url": webhook_server.url}},
         ],
     )
     run = start(workflow, contact)
-    wait_for_status(run, "waiting")
+    waiting = wait_for_status(run, "waiting")
     ExecutionService().pause(execution_id=run.pk)
-    time.sleep(3.5)  # well past resume_at
+    assert status_of(run) == "paused"
+    # Let the wait's end pass (and the worker poll a few times) before looking for anything that ran.
+    wait_until(lambda: timezone.now() > waiting.resume_at + timedelta(seconds=2), 30, "the wait's end to pass")
     assert status_of(run) == "paused"
     assert webhook_server.received == []
     assert log_rows(run) == [(0, "wait", 1, "succeeded")]
@@ -222,7 +225,7 @@ def test_a_run_started_before_an_edit_finishes_on_its_old_version(worker, accoun
     workflow = make_workflow(
         account,
         [
-            {"action_type": "wait", "config": {"duration": 1.5}},
+            {"action_type": "wait", "config": {"duration": 5}},
             {"action_type": "webhook", "config": {"url": webhook_server.url, "body": {"version": "one"}}},
         ],
     )
@@ -234,6 +237,7 @@ def test_a_run_started_before_an_edit_finishes_on_its_old_version(worker, accoun
         steps=[{"action_type": "webhook", "config": {"url": webhook_server.url, "body": {"version": "two"}}}],
     )
     service.publish(workflow_id=workflow.pk)
+    assert status_of(old) == "waiting"  # the edit landed while the old run was in flight, or this proves nothing
     new = start(workflow, ContactFactory(account=account))
     assert wait_for_status(old, "completed", "failed").status == "completed"
     assert wait_for_status(new, "completed", "failed").status == "completed"

@@ -131,7 +131,8 @@ class HttpSink(_LoopbackHttpServer):
     /limited/date 429 Retry-After as an HTTP date 30 s ahead · /status/<code> that status ·
     /redirect 302 · /hang waits (past any short read timeout) · /big a 50 KB body ·
     /echo 200 and /echo/<code> that status, both echoing the request back ·
-    /unavailable/retry-after 503 Retry-After: 9 · /malformed-header 500 with a header line lacking its colon ·
+    /unavailable/retry-after 503 Retry-After: 9 · /charset/unknown 200 in a charset no one knows ·
+    /malformed-header 500 with a header line lacking its colon ·
     /trickle/headers and /trickle/body send their answer a byte every 0.2 s (each read is quick, the whole is not).
     """
 
@@ -164,6 +165,8 @@ class HttpSink(_LoopbackHttpServer):
             handler.reply(200, b'{"late": true}')
         elif path == "/big":
             handler.reply(200, b"x" * BIG_BODY_BYTES, {"Content-Type": "text/plain"})
+        elif path == "/charset/unknown":
+            handler.reply(200, b'{"ok": true}', {"Content-Type": "application/json; charset=x-no-such-charset"})
         elif path == "/unavailable/retry-after":
             handler.reply(503, b'{"error": "maintenance"}', {"Retry-After": "9"})
         elif path == "/malformed-header":

@@ -154,6 +154,11 @@ class TestClassification:
             send(http_sink.url("/limited/date"), body={})
         assert raised.value.retry_after == 5.0
 
+    def test_an_answer_in_a_charset_no_one_knows_is_read_as_utf8(self, webhook_settings, http_sink):
+        response = send(http_sink.url("/charset/unknown"), body={})
+        assert response.status_code == 200
+        assert response.body == '{"ok": true}'
+
     def test_503_with_retry_after_is_retried_no_sooner_than_it_says(self, webhook_settings, http_sink):
         with pytest.raises(ServerFailure) as raised:
             send(http_sink.url("/unavailable/retry-after"), body={})

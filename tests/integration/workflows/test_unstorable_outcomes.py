@@ -242,9 +242,9 @@ def test_a_dead_letter_waits_for_a_locked_run_only_so_long(account, contact, mon
     assert waited < 5
 
 
-@pytest.mark.parametrize("job_end", ["dead", "failed", "cancelled"])
+@pytest.mark.parametrize("job_end", ["dead", "failed", "cancelled", "purged"])
 def test_the_sweep_fails_runs_whose_job_will_never_run(account, contact, job_end):
-    """What the dead-letter hook did not settle: the hook failed, or an operator cancelled the job."""
+    """What the dead-letter hook did not settle: the hook failed, an operator cancelled the job, a purge."""
     from datetime import timedelta
 
     from django.utils import timezone
@@ -252,7 +252,10 @@ def test_the_sweep_fails_runs_whose_job_will_never_run(account, contact, job_end
     workflow = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "vip"}}])
     stranded = start(workflow, contact)
     healthy = start(workflow, ContactFactory(account=account))
-    Job.objects.filter(pk=stranded.next_job_id).update(status=job_end, error_message="Boom: it broke")
+    if job_end == "purged":
+        Job.objects.filter(pk=stranded.next_job_id).delete()
+    else:
+        Job.objects.filter(pk=stranded.next_job_id).update(status=job_end, error_message="Boom: it broke")
     long_ago = timezone.now() - timedelta(minutes=10)
     WorkflowExecution.objects.filter(pk__in=[stranded.pk, healthy.pk]).update(updated_at=long_ago)
     assert ExecutionService().reconcile_stranded(grace_seconds=300) == 1
@@ -279,3 +282,35 @@ def test_the_sweep_is_a_builtin_schedule():
 
     sync_schedules()
     assert Schedule.objects.get(name="relay.reconcile_runs").handler == "workflows.reconcile"
+
+
+def test_the_sweep_finds_a_stranded_run_behind_many_newer_given_up_jobs(account, contact):
+    """Cancelled jobs pile up (every pause leaves one): they must not hide an older stranded run."""
+    import uuid
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from jobs.application.queue import enqueue
+
+    workflow = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "vip"}}])
+    stranded = start(workflow, contact)
+    Job.objects.filter(pk=stranded.next_job_id).update(status="dead")
+    WorkflowExecution.objects.filter(pk=stranded.pk).update(updated_at=timezone.now() - timedelta(minutes=10))
+    newer = [enqueue("workflow_step", {"execution_id": str(uuid.uuid4()), "step_index": 0}).id for _ in range(30)]
+    Job.objects.filter(pk__in=newer).update(status="cancelled")
+    assert ExecutionService().reconcile_stranded(grace_seconds=300, limit=5) == 1
+    stranded.refresh_from_db()
+    assert stranded.status == "failed"
+
+
+def test_a_job_retried_by_an_operator_meanwhile_keeps_its_run(account, contact):
+    """The sweep read the job as dead; an operator retried it before the sweep took the run's lock."""
+    workflow = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "vip"}}])
+    run = start(workflow, contact)  # its job is pending again, as after job_retry
+    failed = ExecutionService().job_died(
+        execution_id=run.pk, job_id=run.next_job_id, handler="workflow_step", status="dead", error="Boom"
+    )
+    assert failed is False
+    run.refresh_from_db()
+    assert run.status == "queued"

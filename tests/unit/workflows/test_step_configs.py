@@ -195,6 +195,7 @@ def test_errors_name_their_paths_and_all_are_reported():
         ("add_tag", {"tag": "a", "max_attempts": 0}, "steps[0].config.max_attempts", "between 1 and 20"),
         ("add_tag", {"tag": "a", "max_attempts": 2.5}, "steps[0].config.max_attempts", "whole number"),
         ("add_tag", {"tag": "a", "base_delay": "fast"}, "steps[0].config.base_delay", "must be a number"),
+        ("add_tag", {"tag": "a", "base_delay": 7200}, "steps[0].config.base_delay", "3600"),
     ],
 )
 def test_config_errors(action_type, config, path, reason):
