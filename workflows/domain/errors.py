@@ -85,6 +85,10 @@ class IdempotencyConflict(WorkflowDomainError):
     """The idempotency key was already used for a run of another workflow or contact (HTTP 409)."""
 
 
+class PublishedVersionImmutable(WorkflowDomainError):
+    """A published version is never changed: runs started on it, and workers cache it by id for good."""
+
+
 class OutcomeNotStored(PermanentError):
     """The database refused to record a step's outcome (e.g. data it cannot hold): the step fails without it.
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
 from jobs.domain.ids import uuid7
 from workflows.domain.actions import ActionType
+from workflows.domain.errors import PublishedVersionImmutable
 from workflows.domain.execution import COUNTED_FOR_LIMIT, ExecutionStatus, StepOutcome
 from workflows.domain.triggers import Reenrollment, TriggerType
 from workflows.domain.workflow import WorkflowStatus
@@ -117,6 +120,12 @@ class WorkflowVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workflow} v{self.number}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Written once, when published; changing it would split behaviour between workers' caches."""
+        if not self._state.adding:
+            raise PublishedVersionImmutable(f"version {self.pk} is published and cannot be changed; publish again")
+        super().save(*args, **kwargs)
 
     def trigger_dict(self) -> dict:
         return {

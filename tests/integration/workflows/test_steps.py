@@ -555,3 +555,14 @@ def test_queries_per_step_stay_few(service, account, contact, webhook_server):
     limits = (8, 7) if connection.vendor == "postgresql" else (9, 8)
     assert counts[0] <= limits[0], counts
     assert counts[1] <= limits[1], counts
+
+
+def test_a_published_version_cannot_be_saved_again(account):
+    from workflows.domain.errors import PublishedVersionImmutable
+
+    workflow = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "a"}}])
+    version = WorkflowVersion.objects.get(pk=workflow.current_version_id)
+    version.steps = [{"action_type": "add_tag", "config": {"tag": "b"}}]
+    with pytest.raises(PublishedVersionImmutable):
+        version.save()
+    assert WorkflowVersion.objects.get(pk=version.pk).steps[0]["config"] == {"tag": "a"}
