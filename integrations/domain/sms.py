@@ -11,6 +11,9 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 
+from contacts.domain.model import ContactError
+from contacts.domain.model import normalize_phone as contact_phone_spelling
+
 OPT_OUT_KEYWORDS = frozenset({"STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT", "REVOKE", "OPT OUT"})
 OPT_IN_KEYWORDS = frozenset({"START", "UNSTOP"})
 
@@ -41,12 +44,17 @@ def consent_keyword(body: str | None) -> tuple[SmsConsentCommand, str] | None:
 
 
 def normalize_phone(phone: str | None) -> str:
-    """Digits with a leading + kept: '+1 (555) 010-0000' and '+15550100000' are one number."""
+    """The contacts' one spelling of a phone number (`contacts.domain.normalize_phone`), so what is sent to
+    and what arrives from the provider compares equal to what is stored; for a text that is no phone number
+    (a value stored before phones were checked), just its digits, leading + kept."""
     if not phone:
         return ""
-    phone = phone.strip()
-    digits = re.sub(r"\D", "", phone)
-    return f"+{digits}" if phone.startswith("+") else digits
+    try:
+        return contact_phone_spelling(phone)
+    except ContactError:
+        phone = phone.strip()
+        digits = re.sub(r"\D", "", phone)
+        return f"+{digits}" if phone.startswith("+") else digits
 
 
 def is_e164(phone: str) -> bool:

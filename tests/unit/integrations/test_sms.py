@@ -41,6 +41,8 @@ def test_anything_else_is_not_a_keyword(body):
 def test_phone_numbers():
     assert normalize_phone(" +1 (555) 010-0000 ") == "+15550100000"
     assert normalize_phone("15550100000") == "15550100000"
+    assert normalize_phone("+44 (0)20 7946 0000") == "+442079460000"  # as contacts store it
+    assert normalize_phone("ext. 12-34") == "1234"  # no phone number: its digits, as before
     assert is_e164("+15550100000")
     assert not is_e164("5550100")
     assert not is_e164("+0555")
