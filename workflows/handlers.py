@@ -3,7 +3,7 @@
 from typing import Any
 
 from jobs.application.context import JobContext
-from jobs.application.registry import DeadLetter, job_handler, on_dead_letter
+from jobs.application.registry import BatchItem, DeadLetter, batch_handler, job_handler, on_dead_letter
 from workflows.application.executions import RESUME_HANDLER, STEP_HANDLER, ExecutionService
 
 RECONCILE_HANDLER = "workflows.reconcile"
@@ -18,6 +18,12 @@ def workflow_step(payload: dict[str, Any], job: JobContext) -> None:
         version_id=payload.get("version_id"),
         job=job,
     )
+
+
+@batch_handler(STEP_HANDLER)
+def workflow_steps(items: list[BatchItem]) -> list[BatchItem]:
+    """Several runs' internal steps claimed together, in one transaction; the rest go one by one."""
+    return ExecutionService().run_steps(items)
 
 
 @job_handler(RESUME_HANDLER)

@@ -55,3 +55,28 @@ class JobContext:
 
     def _completed(self) -> None:
         self.completed_in_transaction = True
+
+
+def complete_all(jobs: Sequence[JobContext], then: Sequence[JobSpec | None]) -> list[UUID | None]:
+    """`mark_completed` for several jobs of one batch handler, in one statement: job i is completed and
+    `then[i]` (if any) queued; returns the queued jobs' ids in order.
+
+    All or nothing: if any of the jobs is no longer held by this worker, nothing is queued and LeaseLost
+    is raised, so the caller's transaction rolls back and the worker runs the jobs one by one.
+    """
+    from jobs.application.queue import prepare_job
+    from jobs.infrastructure.store import Finished
+
+    if not jobs:
+        return []
+    store = jobs[0]._store
+    now = time.time()
+    done = [Finished(job.id, job.attempt_number, job.started, now) for job in jobs]
+    rows = [prepare_job(spec) if spec is not None else None for spec in then]
+    acked, holders = store.complete_many_and_insert(jobs[0].worker_id, done, [row for row in rows if row])
+    if len(acked) != len(jobs):
+        lost = [str(job.id) for job in jobs if job.id not in acked]
+        raise LeaseLost(f"jobs {', '.join(lost)} are no longer held by {jobs[0].worker_id}")
+    for job in jobs:
+        store.connection.on_commit(job._completed)
+    return [holders[row.id] if row is not None else None for row in rows]

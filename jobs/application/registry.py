@@ -13,12 +13,16 @@ without completing (dead or failed), so it can settle what the job held:
 
     @on_dead_letter("send_digest")
     def digest_gave_up(letter: DeadLetter) -> None: ...
+
+A handler whose jobs are many and short may also register a batch handler: the
+worker then gives it the jobs of that handler it claimed together, so it can
+settle them in one transaction (see `batch_handler`).
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -44,6 +48,10 @@ class DeadLetter:
 
 DeadLetterHook = Callable[[DeadLetter], None]
 _dead_letter_hooks: dict[str, DeadLetterHook] = {}
+
+BatchItem = tuple[dict[str, Any], "JobContext"]
+BatchHandler = Callable[[Sequence[BatchItem]], Sequence[BatchItem]]
+_batch_handlers: dict[str, BatchHandler] = {}
 
 
 class UnknownHandler(LookupError):
@@ -105,3 +113,25 @@ def on_dead_letter(name: str) -> Callable[[DeadLetterHook], DeadLetterHook]:
 
 def dead_letter_hook(name: str) -> DeadLetterHook | None:
     return _dead_letter_hooks.get(name)
+
+
+def batch_handler(name: str) -> Callable[[BatchHandler], BatchHandler]:
+    """Register the decorated function to run, together, several claimed jobs of handler `name`.
+
+    It gets (payload, JobContext) pairs and must complete each job it settles with
+    `complete_all` (or `JobContext.mark_completed`) inside its own transaction. It
+    returns the pairs it left alone; the worker runs those one by one through the
+    ordinary handler, which stays the reference behaviour. If it raises, the worker
+    rolls back and runs every job whose completion did not commit one by one: a
+    batch handler is an optimisation and must never be the only way a job can run.
+    """
+
+    def register(func: BatchHandler) -> BatchHandler:
+        _batch_handlers[name] = func
+        return func
+
+    return register
+
+
+def get_batch_handler(name: str) -> BatchHandler | None:
+    return _batch_handlers.get(name)

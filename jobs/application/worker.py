@@ -37,7 +37,7 @@ from django.db import connections
 from jobs.application import notifications
 from jobs.application.config import QueueConfig
 from jobs.application.context import JobContext
-from jobs.application.registry import DeadLetter, UnknownHandler, dead_letter_hook, get_handler
+from jobs.application.registry import DeadLetter, UnknownHandler, dead_letter_hook, get_batch_handler, get_handler
 from jobs.domain.errors import JobTimeout, LeaseLost, PermanentError, classify, format_error
 from jobs.domain.states import JobStatus
 from jobs.infrastructure.listener import NotificationListener
@@ -375,6 +375,7 @@ class Worker:
 
     def _run_batch(self, store: JobStore, executor: _Executor, batch: list[ClaimedJob], duration: float) -> float:
         claimed_at = time.monotonic()
+        batch, duration = self._run_together(store, executor, batch, claimed_at, duration)
         for position, job in enumerate(batch):
             if self.stopping.is_set() or (position and time.monotonic() - claimed_at > self._hold_limit()):
                 # Give back what this executor did not start: to other workers, or to the next start.
@@ -395,10 +396,84 @@ class Worker:
         """How long an executor may keep claimed jobs it has not started."""
         return min(1.0, self.config.lease_margin / 4)
 
-    def _run_job(self, store: JobStore, executor: _Executor, job: ClaimedJob, claimed_at: float) -> Finished | None:
+    def _run_together(
+        self, store: JobStore, executor: _Executor, batch: list[ClaimedJob], claimed_at: float, duration: float
+    ) -> tuple[list[ClaimedJob], float]:
+        """Give the jobs of a handler with a batch handler to it together; returns the jobs left to run
+        one by one, and the moving average of a job's run time."""
+        together: dict[str, list[ClaimedJob]] = {}
+        for job in batch:
+            if get_batch_handler(job.handler) is not None:
+                together.setdefault(job.handler, []).append(job)
+        if self.stopping.is_set() or not any(len(jobs) > 1 for jobs in together.values()):
+            return batch, duration
+        left = [job for job in batch if len(together.get(job.handler, ())) < 2]
+        for handler, jobs in together.items():
+            if len(jobs) < 2 or self.stopping.is_set():
+                left.extend(jobs if len(jobs) > 1 else ())
+                continue
+            started = time.monotonic()
+            left.extend(self._run_group(store, executor, handler, jobs, claimed_at))
+            duration = 0.8 * duration + 0.2 * (time.monotonic() - started) / len(jobs)
+        return left, duration
+
+    def _run_group(
+        self, store: JobStore, executor: _Executor, handler: str, jobs: list[ClaimedJob], claimed_at: float
+    ) -> list[ClaimedJob]:
+        """One call of a batch handler, under one deadline. Returns the jobs to run one by one: those it
+        left, or, if it failed, every job whose completion did not commit."""
         started = time.time()
         handler_connection = connections[self.using]
-        context = JobContext(
+        contexts = [self._context(job, started, handler_connection) for job in jobs]
+        running = self._running(jobs[0], handler_connection, claimed_at)
+        error: BaseException | None = None
+        left: Sequence[tuple[dict, JobContext]] = ()
+        try:
+            try:
+                with self._lock:
+                    executor.running = running
+                left = get_batch_handler(handler)(
+                    [(job.payload, context) for job, context in zip(jobs, contexts, strict=True)]
+                )
+                running.returned = True
+            finally:
+                with self._lock:
+                    executor.running = None
+                    if running.interrupted:
+                        _raise_in_thread(running.thread_id, None)
+        except _Interrupt:
+            with self._lock:
+                executor.running = None
+            if not running.returned:
+                error = JobTimeout(self._timeout_message())
+        except Exception as exc:
+            error = exc
+        _reset_handler_connection(handler_connection, force=error is not None)
+        pending = [
+            (job, context) for job, context in zip(jobs, contexts, strict=True) if not context.completed_in_transaction
+        ]
+        if isinstance(error, JobTimeout):
+            for job, _context in pending:
+                self._record_failure(store, job, error, started)
+            return []
+        if error is not None:
+            log.warning(
+                "batch handler %s failed on %d jobs (%s); running them one by one",
+                handler,
+                len(jobs),
+                format_error(error),
+            )
+            return [job for job, _context in pending]
+        left_ids = {context.id for _payload, context in left}
+        finished = time.time()
+        with self._lock:
+            executor.acks.extend(
+                Finished(job.id, job.attempt_number, started, finished) for job, c in pending if c.id not in left_ids
+            )
+        return [job for job, context in pending if context.id in left_ids]
+
+    def _context(self, job: ClaimedJob, started: float, handler_connection) -> JobContext:
+        return JobContext(
             id=job.id,
             handler=job.handler,
             queue=job.queue,
@@ -409,11 +484,13 @@ class Worker:
             started=started,
             _store=store_for(handler_connection),
         )
+
+    def _running(self, job: ClaimedJob, handler_connection, claimed_at: float) -> _Running:
         now = time.monotonic()
         deadline = min(
             now + self.config.execution_timeout, claimed_at + self.config.execution_timeout + self._hold_limit()
         )
-        running = _Running(
+        return _Running(
             job,
             threading.get_ident(),
             handler_connection,
@@ -421,6 +498,12 @@ class Worker:
             deadline,
             deadline + self.config.lease_margin / 3,
         )
+
+    def _run_job(self, store: JobStore, executor: _Executor, job: ClaimedJob, claimed_at: float) -> Finished | None:
+        started = time.time()
+        handler_connection = connections[self.using]
+        context = self._context(job, started, handler_connection)
+        running = self._running(job, handler_connection, claimed_at)
         error: BaseException | None = None
         try:
             try:

@@ -112,6 +112,18 @@ class JobStore:
             return False, {}
         return True, (self.insert(jobs) if jobs else {})
 
+    def complete_many_and_insert(
+        self, worker_id: str, done: Sequence[Finished], jobs: Sequence[NewJob]
+    ) -> tuple[set[UUID], dict[UUID, UUID]]:
+        """Complete several jobs and insert the jobs that follow them; nothing is inserted unless all complete.
+
+        Returns the completed ids and, for each inserted job, the id of the job that holds its place.
+        """
+        acked = self.complete(worker_id, done)
+        if len(acked) != len(done):
+            return acked, {}
+        return acked, (self.insert(jobs) if jobs else {})
+
     def fail(
         self,
         worker_id: str,
@@ -256,6 +268,34 @@ class PostgresJobStore(JobStore):
         SELECT (SELECT count(*) FROM done), (SELECT id FROM ins)
     """
 
+    # A batch handler's completions and what follows them, in one statement and without NOTIFY (as above).
+    COMPLETE_MANY_AND_INSERT = """
+        WITH done AS (
+            UPDATE jobs_job j
+            SET status = 'completed', started_at = to_timestamp(d.started),
+                completed_at = to_timestamp(d.finished), lease_expires_at = NULL
+            FROM unnest(%s::uuid[], %s::int[], %s::float8[], %s::float8[]) AS d(id, attempt, started, finished)
+            WHERE j.id = d.id AND j.attempt_number = d.attempt AND j.status = 'running' AND j.worker_id = %s
+            RETURNING j.id
+        ),
+        ins AS (
+            INSERT INTO jobs_job (id, queue, handler, payload, status, priority, run_at, created_at,
+                                  attempt_number, max_attempts, account_id, created_by_id, unique_key,
+                                  error_message, worker_id)
+            SELECT n.id, n.queue, n.handler, n.payload, 'pending', n.priority,
+                   coalesce(n.run_at, statement_timestamp()), statement_timestamp(), 0, n.max_attempts,
+                   n.account_id, n.created_by_id, n.unique_key, '', ''
+            FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::jsonb[], %s::int[], %s::timestamptz[],
+                        %s::int[], %s::bigint[], %s::int[], %s::text[])
+                 AS n(id, queue, handler, payload, priority, run_at, max_attempts, account_id,
+                      created_by_id, unique_key)
+            WHERE (SELECT count(*) FROM done) = %s
+            ON CONFLICT (unique_key) WHERE status IN ('pending', 'retrying', 'running') DO NOTHING
+            RETURNING id
+        )
+        SELECT true, id FROM done UNION ALL SELECT false, id FROM ins
+    """
+
     COMPLETE = """
         UPDATE jobs_job j
         SET status = 'completed', started_at = to_timestamp(done.started),
@@ -330,11 +370,10 @@ class PostgresJobStore(JobStore):
             j.unique_key,
         ]
 
-    def insert(self, jobs: Sequence[NewJob]) -> dict[UUID, UUID]:
-        if len(jobs) == 1:
-            inserted = {_uuid(row[0]) for row in self._rows(self.INSERT_ONE, self._values(jobs[0]))}
-            return self._resolve_conflicts(jobs, inserted)
-        columns = [
+    @staticmethod
+    def _columns(jobs: Sequence[NewJob]) -> list[list[Any]]:
+        """The jobs as one array per column, for the unnest() of INSERT."""
+        return [
             [j.id for j in jobs],
             [j.queue for j in jobs],
             [j.handler for j in jobs],
@@ -346,7 +385,12 @@ class PostgresJobStore(JobStore):
             [j.created_by_id for j in jobs],
             [j.unique_key for j in jobs],
         ]
-        inserted = {_uuid(row[0]) for row in self._rows(self.INSERT, columns)}
+
+    def insert(self, jobs: Sequence[NewJob]) -> dict[UUID, UUID]:
+        if len(jobs) == 1:
+            inserted = {_uuid(row[0]) for row in self._rows(self.INSERT_ONE, self._values(jobs[0]))}
+            return self._resolve_conflicts(jobs, inserted)
+        inserted = {_uuid(row[0]) for row in self._rows(self.INSERT, self._columns(jobs))}
         return self._resolve_conflicts(jobs, inserted)
 
     def _resolve_conflicts(self, jobs: Sequence[NewJob], inserted: set[UUID]) -> dict[UUID, UUID]:
@@ -420,6 +464,26 @@ class PostgresJobStore(JobStore):
         if not completed:
             return False, {}
         return True, self._resolve_conflicts(jobs, {_uuid(inserted_id)} if inserted_id else set())
+
+    def complete_many_and_insert(self, worker_id, done, jobs) -> tuple[set[UUID], dict[UUID, UUID]]:
+        if not done:
+            return set(), {}
+        params = [
+            [d.id for d in done],
+            [d.attempt_number for d in done],
+            [d.started for d in done],
+            [d.finished for d in done],
+            worker_id,
+            *self._columns(jobs),
+            len(done),
+        ]
+        acked: set[UUID] = set()
+        inserted: set[UUID] = set()
+        for completed, job_id in self._rows(self.COMPLETE_MANY_AND_INSERT, params):
+            (acked if completed else inserted).add(_uuid(job_id))
+        if len(acked) != len(done):
+            return acked, {}
+        return acked, self._resolve_conflicts(jobs, inserted)
 
     def fail(self, worker_id, job_id, attempt_number, *, status, error, delay, started) -> bool:
         params = {

@@ -47,10 +47,11 @@ from django.utils import timezone
 from accounts.infrastructure.models import Account
 from contacts.infrastructure.models import Contact
 from integrations.domain.channels import failure_details
-from jobs.application.context import JobContext
+from jobs.application.context import JobContext, complete_all
 from jobs.application.operations import cancel_pending_jobs
 from jobs.application.queue import JobSpec, enqueue, enqueue_many
-from jobs.domain.errors import format_error, truncate
+from jobs.application.registry import BatchItem
+from jobs.domain.errors import LeaseLost, format_error, truncate
 from jobs.domain.ids import uuid7
 from jobs.domain.retry import RetryPolicy
 from workflows.application.actions import ActionExecutor, ActionResult, StepRun, executor_for
@@ -514,6 +515,153 @@ class ExecutionService:
             store.update_run(row, row.apply(run))  # ACTIVE is committed before the outside world is touched
         self._carry_out_external(store, row, contact, version, step, attempt_number, now, job)
 
+    def run_steps(self, items: Sequence[BatchItem]) -> list[BatchItem]:
+        """Steps of several runs, each the same attempt as `run_step`, with the bookkeeping shared: the
+        `workflow_step` batch handler. Returns the jobs left to `run_step` one by one.
+
+        Internal steps: one transaction locks the runs (one statement) and their contacts (one), runs
+        each action, completes the jobs and queues what follows (one), records the runs and their log
+        rows (one). External steps: one compare-and-set marks the runs ACTIVE, the actions run one after
+        the other outside any transaction, then one transaction records them all. Left one by one:
+        anything but a plain step to run (a stale job, a paused or cancelled run), a second run of the
+        same contact (its step must see the first one's change), and, if an internal action fails,
+        every internal job of the batch: that rolls back, and the one-by-one path records the failure,
+        so a batch never records anything `run_step` would not.
+        """
+        internal: list[tuple[UUID, int, BatchItem]] = []
+        external: list[tuple[UUID, int, BatchItem]] = []
+        left: list[BatchItem] = []
+        for item in items:
+            payload = item[0]
+            try:
+                execution_id, step_index = _as_uuid(payload["execution_id"]), int(payload["step_index"])
+                executor = _executor_at(payload["version_id"], step_index) if payload.get("version_id") else None
+            except (KeyError, TypeError, ValueError, ExecutionNotFound):
+                executor = None
+            if executor is None:
+                left.append(item)
+            else:
+                (external if executor.external else internal).append((execution_id, step_index, item))
+        store = RunStore()
+        if len(internal) > 1:
+            left += self._run_internal_steps(store, internal)
+        else:
+            left += [item for *_ids, item in internal]
+        if len(external) > 1:
+            left += self._run_external_steps(store, external)
+        else:
+            left += [item for *_ids, item in external]
+        return left
+
+    def _runnable(
+        self, found: Mapping[UUID, tuple[RunRow, dict[str, Any]]], candidates: list[tuple[UUID, int, BatchItem]]
+    ) -> tuple[list[tuple[RunRow, dict[str, Any], Execution, BatchItem]], list[BatchItem]]:
+        """The candidates a batch may carry out (held, to run, one per contact), and the rest."""
+        runnable, left = [], []
+        contacts_seen: set[int] = set()
+        for execution_id, step_index, item in candidates:
+            row, contact = found.get(execution_id, (None, None))
+            if row is None or not _holds(row, item[1], step_index) or row.contact_id in contacts_seen:
+                left.append(item)
+                continue
+            run = row.to_domain()
+            if run.step_job_arrived() is not StepGate.RUN:
+                left.append(item)
+                continue
+            contacts_seen.add(row.contact_id)
+            runnable.append((row, contact, run, item))
+        return runnable, left
+
+    def _run_internal_steps(self, store: RunStore, candidates: list[tuple[UUID, int, BatchItem]]) -> list[BatchItem]:
+        now = self.clock()
+        try:
+            with transaction.atomic():
+                found = store.lock_runs_with_contacts([execution_id for execution_id, _index, _item in candidates])
+                runnable, left = self._runnable(found, candidates)
+                runnable.sort(key=lambda entry: entry[0].contact_id)  # contact changes in the batches' lock order
+                settled = []
+                for row, contact, run, item in runnable:
+                    version = load_version(row.version_id)
+                    step = version.definition.steps[row.current_step_index]
+                    attempt_number = run.attempt_number
+                    run.begin_step(now)
+                    attempt = self._attempt(
+                        executor_for(step.action_type), self._step_run(row, contact, version, step, now), row, version
+                    )
+                    if attempt.error is not None:
+                        raise _OneByOne
+                    settled.append((row, run, step, attempt_number, attempt, item[1]))
+                self._record_many(store, settled, now)
+        except _OneByOne:
+            return [item for *_ids, item in candidates]
+        return left
+
+    def _run_external_steps(self, store: RunStore, candidates: list[tuple[UUID, int, BatchItem]]) -> list[BatchItem]:
+        now = self.clock()
+        found = store.read_runs_with_contacts([execution_id for execution_id, _index, _item in candidates])
+        runnable, left = self._runnable(found, candidates)
+        marked = []
+        for row, contact, run, item in runnable:
+            read_status, attempt_number = row.status, run.attempt_number
+            run.begin_step(now)
+            row.apply(run)
+            marked.append((row, contact, read_status, attempt_number, item))
+        acquired = store.compare_and_set_many([(row, status, item[1].id) for row, _c, status, _n, item in marked])
+        done = []
+        budget_ends = time.monotonic() + settings.JOB_EXECUTION_TIMEOUT / 4
+        for row, contact, _status, attempt_number, item in marked:
+            if row.id not in acquired or time.monotonic() > budget_ends:
+                left.append(item)  # raced (the locked path sorts it out), or no time left for this batch
+                continue
+            version = load_version(row.version_id)
+            step = version.definition.steps[row.current_step_index]
+            attempt = self._attempt(
+                executor_for(step.action_type), self._step_run(row, contact, version, step, now), row, version
+            )
+            done.append((row, step, attempt_number, attempt, item[1]))
+        if not done:
+            return left
+        try:
+            with transaction.atomic():
+                locked = store.lock_runs([row.id for row, *_rest in done])
+                settled = []
+                for row, step, attempt_number, attempt, job in done:
+                    current = locked.get(row.id)
+                    if current is None or not _holds(current, job, step.index):  # erased meanwhile
+                        continue
+                    settled.append((current, current.to_domain(), step, attempt_number, attempt, job))
+                self._record_many(store, settled, now)
+        except (OperationalError, InterfaceError):
+            raise  # the database is away: the jobs are retried by the queue (their actions run again)
+        except (DatabaseError, ValueError, LeaseLost) as exc:
+            # One outcome the database refuses, or a job this worker no longer holds, must not cost the
+            # others theirs: record each on its own, as run_step would have.
+            log.warning("recording %d external steps together failed (%s); one by one", len(done), format_error(exc))
+            for row, step, attempt_number, attempt, job in done:
+                try:
+                    self._record_external(store, row, step, attempt_number, attempt, now, job)
+                except LeaseLost as lost:
+                    log.warning("run %s step %s: %s; its outcome is discarded", row.id, step.index, lost)
+        return left
+
+    def _record_many(
+        self, store: RunStore, settled: list[tuple[RunRow, Execution, Step, int, _Attempt, JobContext]], now: datetime
+    ) -> None:
+        """`_record` for several locked runs: their jobs complete and what follows is queued in one
+        statement, then the runs and their log rows are written in one."""
+        moves = []
+        for row, run, step, attempt_number, attempt, _job in settled:
+            move, log_values = self._settle(row, run, step, attempt_number, attempt, now)
+            moves.append((row, run, move, log_values))
+        next_ids = complete_all(
+            [job for *_rest, job in settled], [self._next_job(row, run, move) for row, run, move, _log in moves]
+        )
+        entries = []
+        for (row, run, move, log_values), next_id in zip(moves, next_ids, strict=True):
+            _remember_next_job(row, move, next_id)
+            entries.append((row, [*row.apply(run), "next_job_id"], log_values))
+        store.record_steps(entries)
+
     def _carry_out_external(
         self,
         store: RunStore,
@@ -529,6 +677,19 @@ class ExecutionService:
         attempt = self._attempt(
             executor_for(step.action_type), self._step_run(row, contact, version, step, now), row, version
         )
+        self._record_external(store, row, step, attempt_number, attempt, now, job)
+
+    def _record_external(
+        self,
+        store: RunStore,
+        row: RunRow,
+        step: Step,
+        attempt_number: int,
+        attempt: _Attempt,
+        now: datetime,
+        job: JobContext,
+    ) -> None:
+        """One transaction records an external action's attempt (or, if refused, that it could not be)."""
         try:
             with transaction.atomic():
                 locked = store.lock_run(row.id)
@@ -665,6 +826,14 @@ class ExecutionService:
         job: JobContext,
     ) -> None:
         """One transaction: the log row, the run's move, the next job, and this job's completion."""
+        move, log_values = self._settle(row, run, step, attempt_number, attempt, started_at)
+        self._enact(row, run, move, completing=job)  # this job completes, what follows is queued: one statement
+        store.record_step(row, [*row.apply(run), "next_job_id"], log_values)
+
+    def _settle(
+        self, row: RunRow, run: Execution, step: Step, attempt_number: int, attempt: _Attempt, started_at: datetime
+    ) -> tuple[NextMove, dict[str, Any]]:
+        """The run's move after this attempt (applied to `run`) and the attempt's log row."""
         now = self.clock()
         error_category = error_details = ""
         if attempt.error is None:
@@ -701,30 +870,38 @@ class ExecutionService:
                 error_details,
                 decision.reason,
             )
-        self._enact(row, run, move, completing=job)  # this job completes, what follows is queued: one statement
-        store.record_step(
-            row,
-            [*row.apply(run), "next_job_id"],
-            {
-                "execution_id": row.id,
-                "step_index": step.index,
-                "step_name": step.label,
-                "action_type": step.action_type.value,
-                "attempt_number": attempt_number,
-                "outcome": outcome.value,
-                "started_at": started_at,
-                "duration_ms": attempt.duration_ms,
-                "error_category": error_category,
-                "error_details": error_details,
-                "response_data": data,
-            },
-        )
+        return move, {
+            "execution_id": row.id,
+            "step_index": step.index,
+            "step_name": step.label,
+            "action_type": step.action_type.value,
+            "attempt_number": attempt_number,
+            "outcome": outcome.value,
+            "started_at": started_at,
+            "duration_ms": attempt.duration_ms,
+            "error_category": error_category,
+            "error_details": error_details,
+            "response_data": data,
+        }
 
     def _enact(self, row: RunRow, run: Execution, move: NextMove, completing: JobContext | None = None) -> None:
         """Put the run's next move on the queue, in the caller's transaction; remember its job.
 
         `completing`: the step's own job, marked completed by the same statement that queues what follows.
         """
+        spec = self._next_job(row, run, move)
+        if completing is not None:
+            next_ids = completing.mark_completed(then=[spec] if spec else [])
+        elif spec is not None:
+            next_ids = [
+                enqueue(spec.handler, spec.payload, queue=spec.queue, run_at=spec.run_at, account=spec.account).id
+            ]
+        else:
+            next_ids = []
+        _remember_next_job(row, move, next_ids[0] if spec is not None else None)
+
+    def _next_job(self, row: RunRow, run: Execution, move: NextMove) -> JobSpec | None:
+        """The job that carries out the run's next move, if it needs one."""
         spec = None
         if move.kind is MoveKind.RUN_STEP:
             spec = JobSpec(
@@ -742,18 +919,7 @@ class ExecutionService:
                 run_at=move.at,
                 account=row.account_id,
             )
-        if completing is not None:
-            next_ids = completing.mark_completed(then=[spec] if spec else [])
-        elif spec is not None:
-            next_ids = [
-                enqueue(spec.handler, spec.payload, queue=spec.queue, run_at=spec.run_at, account=spec.account).id
-            ]
-        else:
-            next_ids = []
-        if spec is not None:
-            row.next_job_id = next_ids[0]
-        elif move.kind is MoveKind.NOTHING:
-            row.next_job_id = None
+        return spec
 
     # --- the operator's side ------------------------------------------------------------------
     def pause(self, *, execution_id: UUID | str, account_id: int | None = None) -> WorkflowExecution:
@@ -906,12 +1072,22 @@ def _as_uuid(execution_id: UUID | str) -> UUID:
         raise ExecutionNotFound(execution_id) from None
 
 
-def _is_external(version_id: UUID | str, step_index: int) -> bool:
+def _executor_at(version_id: UUID | str, step_index: int) -> ActionExecutor | None:
+    """The executor of a version's step, from the cached version; None if there is no such step."""
     try:
         steps = load_version(_as_uuid(version_id)).definition.steps
     except (ExecutionNotFound, WorkflowVersion.DoesNotExist):
-        return False
-    return 0 <= step_index < len(steps) and executor_for(steps[step_index].action_type).external
+        return None
+    return executor_for(steps[step_index].action_type) if 0 <= step_index < len(steps) else None
+
+
+class _OneByOne(Exception):
+    """A batch of steps gives up (an action failed): it rolls back, and each job runs on its own."""
+
+
+def _is_external(version_id: UUID | str, step_index: int) -> bool:
+    executor = _executor_at(version_id, step_index)
+    return executor is not None and executor.external
 
 
 def _holds(row: RunRow, job: JobContext, step_index: int | None) -> bool:
@@ -919,6 +1095,14 @@ def _holds(row: RunRow, job: JobContext, step_index: int | None) -> bool:
     if row.next_job_id != job.id:
         return False
     return step_index is None or row.current_step_index == step_index
+
+
+def _remember_next_job(row: RunRow, move: NextMove, job_id: UUID | None) -> None:
+    """The run names the job that may move it next (none once it has nothing left to do)."""
+    if job_id is not None:
+        row.next_job_id = job_id
+    elif move.kind is MoveKind.NOTHING:
+        row.next_job_id = None
 
 
 def _cancel_next_job(row: RunRow) -> None:

@@ -253,6 +253,21 @@ class RunRow:
 
 
 RUN_COLUMNS = tuple(f.name for f in fields(RunRow))
+# What a step may change on a run (record_steps writes them all, then updated_at).
+_RUN_WRITTEN = (
+    "status",
+    "current_step_index",
+    "retry_count",
+    "context",
+    "resume_at",
+    "paused_from",
+    "started_at",
+    "completed_at",
+    "last_error",
+    "last_error_category",
+    "next_job_id",
+    "updated_at",
+)
 _RUN_SELECT = ", ".join(f"e.{WorkflowExecution._meta.get_field(c).column}" for c in RUN_COLUMNS)
 
 
@@ -309,6 +324,133 @@ class RunStore:
         values = rows[0]
         run = RunRow.from_db(values[: len(RUN_COLUMNS)])
         return run, _contact(dict(zip(CONTACT_COLUMNS, values[len(RUN_COLUMNS) :], strict=True)))
+
+    def lock_runs(self, execution_ids: list[UUID]) -> dict[UUID, RunRow]:
+        """Several runs' rows, locked in id order."""
+        return {run.id: run for run in self._runs(execution_ids, self._for_update)}
+
+    def read_runs_with_contacts(self, execution_ids: list[UUID]) -> dict[UUID, tuple[RunRow, dict[str, Any]]]:
+        """Several runs and their contacts, without locks: for an optimistic compare_and_set_many."""
+        if not execution_ids:
+            return {}
+        ids = sorted({self._prep(WorkflowExecution, "id", i) for i in execution_ids}, key=str)
+        contact_select = ", ".join(f"c.{name}" for name in CONTACT_COLUMNS)
+        found = {}
+        for values in self._rows(
+            f"SELECT {_RUN_SELECT}, {contact_select} FROM {RUN_TABLE} e"
+            f" JOIN contacts_contact c ON c.id = e.contact_id WHERE e.id {self._any(ids)}",
+            self._any_params(ids),
+        ):
+            run = RunRow.from_db(values[: len(RUN_COLUMNS)])
+            found[run.id] = (run, _contact(dict(zip(CONTACT_COLUMNS, values[len(RUN_COLUMNS) :], strict=True))))
+        return found
+
+    def compare_and_set_many(self, entries: list[tuple[RunRow, str, UUID]]) -> set[UUID]:
+        """Mark several runs as their RunRow says (status, started_at) where each is still as it was read:
+        (row, status read, the job holding it). Returns the ids that were set."""
+        if self.connection.vendor != "postgresql":
+            return {
+                row.id
+                for row, expected, job_id in entries
+                if self.compare_and_set(row, ["status", "started_at"], expected_status=expected, job_id=job_id)
+            }
+        params: list[Any] = []
+        for row, expected, job_id in entries:
+            params += [
+                self._prep(WorkflowExecution, "id", row.id),
+                row.status,
+                self._prep(WorkflowExecution, "started_at", row.started_at),
+                expected,
+                row.current_step_index,
+                self._prep(WorkflowExecution, "next_job_id", job_id),
+            ]
+        values = ", ".join(["(%s::uuid, %s::text, %s::timestamptz, %s::text, %s::int, %s::uuid)"] * len(entries))
+        rows = self._rows(
+            f"UPDATE {RUN_TABLE} e SET status = v.status, started_at = v.started_at, updated_at = %s"
+            f" FROM (VALUES {values}) AS v(id, status, started_at, expected, step, job)"
+            " WHERE e.id = v.id AND e.status = v.expected AND e.current_step_index = v.step AND e.next_job_id = v.job"
+            " RETURNING e.id",
+            [timezone.now(), *params],
+        )
+        return {_uuid(row[0]) for row in rows}
+
+    def _runs(self, execution_ids: list[UUID], suffix: str) -> list[RunRow]:
+        if not execution_ids:
+            return []
+        ids = sorted({self._prep(WorkflowExecution, "id", i) for i in execution_ids}, key=str)
+        return [
+            RunRow.from_db(values)
+            for values in self._rows(
+                f"SELECT {_RUN_SELECT} FROM {RUN_TABLE} e WHERE e.id {self._any(ids)} ORDER BY e.id{suffix}",
+                self._any_params(ids),
+            )
+        ]
+
+    def lock_runs_with_contacts(self, execution_ids: list[UUID]) -> dict[UUID, tuple[RunRow, dict[str, Any]]]:
+        """Several runs and their contacts, all locked: the runs in id order, then the contacts in id order.
+
+        Every batch locks in this order (runs before contacts, each by id, all before any account), so
+        batches cannot deadlock one another nor the one-run paths (see DDD_NOTES, lock order).
+        """
+        runs = self._runs(execution_ids, self._for_update)
+        contact_ids = sorted({run.contact_id for run in runs})
+        contacts = {}
+        if contact_ids:
+            for values in self._rows(
+                f"SELECT {', '.join('c.' + name for name in CONTACT_COLUMNS)} FROM contacts_contact c"
+                f" WHERE c.id {self._any(contact_ids)} ORDER BY c.id{self._for_update}",
+                self._any_params(contact_ids),
+            ):
+                contact = _contact(dict(zip(CONTACT_COLUMNS, values, strict=True)))
+                contacts[contact["id"]] = contact
+        return {run.id: (run, contacts[run.contact_id]) for run in runs if run.contact_id in contacts}
+
+    def _any(self, values: list[Any]) -> str:
+        """`= ANY(array)` on PostgreSQL (one prepared statement whatever the count); `IN (...)` on SQLite."""
+        if self.connection.vendor == "postgresql":
+            return "= ANY(%s)"
+        return f"IN ({', '.join(['%s'] * len(values))})"
+
+    def _any_params(self, values: list[Any]) -> list[Any]:
+        return [list(values)] if self.connection.vendor == "postgresql" else list(values)
+
+    def record_steps(self, entries: list[tuple[RunRow, list[str], dict[str, Any]]]) -> None:
+        """`record_step` for several locked runs: one statement on PostgreSQL (every run's row is written
+        whole from its RunRow, which holds what is stored, so one statement fits runs that moved
+        differently)."""
+        if self.connection.vendor != "postgresql" or len(entries) == 1:
+            for row, columns, log in entries:
+                self.record_step(row, columns, log)
+            return
+        now = timezone.now()
+        run_names = ("id", *_RUN_WRITTEN)
+        run_fields = [WorkflowExecution._meta.get_field(name) for name in run_names]
+        casts = [f"v.{f.column}::{f.db_type(self.connection)}" for f in run_fields]
+        params: list[Any] = []
+        for row, _columns, _log in entries:
+            params += [
+                f.get_db_prep_save(getattr(row, name), self.connection)
+                for name, f in zip(run_names[:-1], run_fields, strict=False)
+            ]
+            params.append(now)
+        log_names = list(entries[0][2])
+        log_fields = [ExecutionLog._meta.get_field(name) for name in log_names]
+        for _row, _columns, log in entries:
+            params += [
+                f.get_db_prep_save(log[name], self.connection) for name, f in zip(log_names, log_fields, strict=True)
+            ]
+        run_row = "(" + ", ".join(["%s"] * len(run_fields)) + ")"
+        log_row = "(" + ", ".join(["%s"] * len(log_fields)) + ")"
+        assignments = ", ".join(f"{f.column} = {cast}" for f, cast in zip(run_fields[1:], casts[1:], strict=True))
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                f"WITH runs AS (UPDATE {RUN_TABLE} e SET {assignments}"
+                f" FROM (VALUES {', '.join([run_row] * len(entries))}) AS v({', '.join(f.column for f in run_fields)})"
+                f" WHERE e.id = {casts[0]})"
+                f" INSERT INTO {LOG_TABLE} ({', '.join(f.column for f in log_fields)})"
+                f" VALUES {', '.join([log_row] * len(entries))}",
+                params,
+            )
 
     def compare_and_set(self, row: RunRow, columns: list[str], *, expected_status: str, job_id: UUID) -> bool:
         """Write `columns` only if the run is still as it was read (status, step, the job holding it)."""
