@@ -253,8 +253,9 @@ class RunRow:
 
 
 RUN_COLUMNS = tuple(f.name for f in fields(RunRow))
-# What a step may change on a run (record_steps writes them all, then updated_at).
-_RUN_WRITTEN = (
+# What a step may change on a run: record_steps writes them all (and updated_at).
+_RUN_RECORDED = (
+    "id",
     "status",
     "current_step_index",
     "retry_count",
@@ -266,8 +267,55 @@ _RUN_WRITTEN = (
     "last_error",
     "last_error_category",
     "next_job_id",
-    "updated_at",
 )
+_LOG_RECORDED = (
+    "execution_id",
+    "step_index",
+    "step_name",
+    "action_type",
+    "attempt_number",
+    "outcome",
+    "started_at",
+    "duration_ms",
+    "error_category",
+    "error_details",
+    "response_data",
+)
+
+
+def _plain(value: Any) -> Any:
+    """JSON for what a run row holds beyond JSON's types: UUIDs and datetimes."""
+    if isinstance(value, UUID):
+        return str(value)
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+_record_steps_statement: str | None = None
+
+
+def _record_steps_sql(connection) -> str:
+    """One UPDATE of the runs and one INSERT of their log rows, each from a JSON document of rows."""
+    global _record_steps_statement
+    if _record_steps_statement is None:
+
+        def recordset(model, names: tuple[str, ...]) -> str:
+            fields_ = [model._meta.get_field(name) for name in names]
+            return ", ".join(f"{f.column} {f.db_type(connection)}" for f in fields_)
+
+        run_columns = [WorkflowExecution._meta.get_field(name).column for name in _RUN_RECORDED[1:]]
+        log_columns = ", ".join(ExecutionLog._meta.get_field(name).column for name in _LOG_RECORDED)
+        _record_steps_statement = (
+            f"WITH runs AS (UPDATE {RUN_TABLE} e SET {', '.join(f'{c} = v.{c}' for c in run_columns)},"
+            f" updated_at = %s FROM jsonb_to_recordset(%s::jsonb) AS v({recordset(WorkflowExecution, _RUN_RECORDED)})"
+            f" WHERE e.id = ANY(%s::uuid[]) AND e.id = v.id)"
+            f" INSERT INTO {LOG_TABLE} ({log_columns}) SELECT {log_columns}"
+            f" FROM jsonb_to_recordset(%s::jsonb) AS l({recordset(ExecutionLog, _LOG_RECORDED)})"
+        )
+    return _record_steps_statement
+
+
 _RUN_SELECT = ", ".join(f"e.{WorkflowExecution._meta.get_field(c).column}" for c in RUN_COLUMNS)
 
 
@@ -354,23 +402,26 @@ class RunStore:
                 for row, expected, job_id in entries
                 if self.compare_and_set(row, ["status", "started_at"], expected_status=expected, job_id=job_id)
             }
-        params: list[Any] = []
-        for row, expected, job_id in entries:
-            params += [
-                self._prep(WorkflowExecution, "id", row.id),
-                row.status,
-                self._prep(WorkflowExecution, "started_at", row.started_at),
-                expected,
-                row.current_step_index,
-                self._prep(WorkflowExecution, "next_job_id", job_id),
+        marks = json.dumps(
+            [
+                {
+                    "id": str(row.id),
+                    "status": row.status,
+                    "started_at": row.started_at.isoformat() if row.started_at else None,
+                    "expected": expected,
+                    "step": row.current_step_index,
+                    "job": str(job_id),
+                }
+                for row, expected, job_id in entries
             ]
-        values = ", ".join(["(%s::uuid, %s::text, %s::timestamptz, %s::text, %s::int, %s::uuid)"] * len(entries))
+        )
         rows = self._rows(
             f"UPDATE {RUN_TABLE} e SET status = v.status, started_at = v.started_at, updated_at = %s"
-            f" FROM (VALUES {values}) AS v(id, status, started_at, expected, step, job)"
-            " WHERE e.id = v.id AND e.status = v.expected AND e.current_step_index = v.step AND e.next_job_id = v.job"
-            " RETURNING e.id",
-            [timezone.now(), *params],
+            " FROM jsonb_to_recordset(%s::jsonb)"
+            " AS v(id uuid, status text, started_at timestamptz, expected text, step int, job uuid)"
+            " WHERE e.id = ANY(%s::uuid[]) AND e.id = v.id AND e.status = v.expected"
+            " AND e.current_step_index = v.step AND e.next_job_id = v.job RETURNING e.id",
+            [timezone.now(), marks, [row.id for row, _expected, _job in entries]],
         )
         return {_uuid(row[0]) for row in rows}
 
@@ -415,42 +466,22 @@ class RunStore:
         return [list(values)] if self.connection.vendor == "postgresql" else list(values)
 
     def record_steps(self, entries: list[tuple[RunRow, list[str], dict[str, Any]]]) -> None:
-        """`record_step` for several locked runs: one statement on PostgreSQL (every run's row is written
-        whole from its RunRow, which holds what is stored, so one statement fits runs that moved
-        differently)."""
+        """`record_step` for several locked runs: one statement on PostgreSQL. Every run's row is written
+        whole from its RunRow (which holds what is stored), so one statement fits runs that moved
+        differently; rows travel as JSON documents, so the statement is the same for any number of them."""
         if self.connection.vendor != "postgresql" or len(entries) == 1:
             for row, columns, log in entries:
                 self.record_step(row, columns, log)
             return
-        now = timezone.now()
-        run_names = ("id", *_RUN_WRITTEN)
-        run_fields = [WorkflowExecution._meta.get_field(name) for name in run_names]
-        casts = [f"v.{f.column}::{f.db_type(self.connection)}" for f in run_fields]
-        params: list[Any] = []
-        for row, _columns, _log in entries:
-            params += [
-                f.get_db_prep_save(getattr(row, name), self.connection)
-                for name, f in zip(run_names[:-1], run_fields, strict=False)
-            ]
-            params.append(now)
-        log_names = list(entries[0][2])
-        log_fields = [ExecutionLog._meta.get_field(name) for name in log_names]
-        for _row, _columns, log in entries:
-            params += [
-                f.get_db_prep_save(log[name], self.connection) for name, f in zip(log_names, log_fields, strict=True)
-            ]
-        run_row = "(" + ", ".join(["%s"] * len(run_fields)) + ")"
-        log_row = "(" + ", ".join(["%s"] * len(log_fields)) + ")"
-        assignments = ", ".join(f"{f.column} = {cast}" for f, cast in zip(run_fields[1:], casts[1:], strict=True))
+        runs = json.dumps(
+            [{name: getattr(row, name) for name in _RUN_RECORDED} for row, _c, _l in entries], default=_plain
+        )
+        logs = json.dumps([log for _r, _c, log in entries], default=_plain)
         with self.connection.cursor() as cursor:
-            cursor.execute(
-                f"WITH runs AS (UPDATE {RUN_TABLE} e SET {assignments}"
-                f" FROM (VALUES {', '.join([run_row] * len(entries))}) AS v({', '.join(f.column for f in run_fields)})"
-                f" WHERE e.id = {casts[0]})"
-                f" INSERT INTO {LOG_TABLE} ({', '.join(f.column for f in log_fields)})"
-                f" VALUES {', '.join([log_row] * len(entries))}",
-                params,
-            )
+            # The ids again as an array: a JSON document's rows are opaque to the planner, which would
+            # otherwise scan every run rather than look these up by primary key.
+            ids = [row.id for row, _c, _l in entries]
+            cursor.execute(_record_steps_sql(self.connection), [timezone.now(), runs, ids, logs])
 
     def compare_and_set(self, row: RunRow, columns: list[str], *, expected_status: str, job_id: UUID) -> bool:
         """Write `columns` only if the run is still as it was read (status, step, the job holding it)."""
