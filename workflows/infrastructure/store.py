@@ -396,6 +396,8 @@ class RunStore:
     def compare_and_set_many(self, entries: list[tuple[RunRow, str, UUID]]) -> set[UUID]:
         """Mark several runs as their RunRow says (status, started_at) where each is still as it was read:
         (row, status read, the job holding it). Returns the ids that were set."""
+        if not entries:
+            return set()
         if self.connection.vendor != "postgresql":
             return {
                 row.id
@@ -469,6 +471,8 @@ class RunStore:
         """`record_step` for several locked runs: one statement on PostgreSQL. Every run's row is written
         whole from its RunRow (which holds what is stored), so one statement fits runs that moved
         differently; rows travel as JSON documents, so the statement is the same for any number of them."""
+        if not entries:
+            return
         if self.connection.vendor != "postgresql" or len(entries) == 1:
             for row, columns, log in entries:
                 self.record_step(row, columns, log)
