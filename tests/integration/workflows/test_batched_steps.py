@@ -594,3 +594,35 @@ def test_a_worker_carries_many_runs_through_the_batch_handler(service, account, 
     for step in range(4):
         times = ExecutionLog.objects.filter(step_index=step).values_list("started_at", flat=True)
         assert len(set(times)) < len(times), f"step {step} never ran in a batch"
+
+
+def test_a_batch_costs_a_few_statements_plus_each_action_s_own(service, account):
+    """A regression guard for what batching is for; bench/workflow_throughput.py measures the speed itself.
+
+    Ten runs at an add_tag step: on PostgreSQL, lock the runs, lock their contacts, per run the tag's
+    statement and the event's trigger lookup (a worker answers it from its cache; this test process has no
+    listener), then complete the jobs with the next ones queued, and record the runs and their log rows.
+    SQLite writes runs, log rows and jobs one statement each, so it gets its own bound; transaction control
+    is not counted.
+    """
+    from django.test.utils import CaptureQueriesContext
+
+    workflow = make_workflow(
+        account,
+        [{"action_type": "add_tag", "config": {"tag": "batched"}}, {"action_type": "add_tag", "config": {"tag": "b"}}],
+    )
+    runs = [start(service, workflow, ContactFactory(account=account)) for _ in range(10)]
+    items = claim()
+    assert len(items) == 10
+    with CaptureQueriesContext(connection) as queries:
+        left = service.run_steps(items)
+    assert left == []
+    counted = [
+        q["sql"]
+        for q in queries.captured_queries
+        if not q["sql"].upper().startswith(("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE"))
+    ]
+    limit = 4 + 2 * len(runs) if connection.vendor == "postgresql" else 2 + 7 * len(runs)
+    assert len(counted) <= limit, counted
+    assert ExecutionLog.objects.filter(execution__in=runs, outcome="succeeded").count() == 10
+    assert Job.objects.filter(handler=STEP_HANDLER, status="pending").count() == 10
