@@ -79,8 +79,13 @@ def contact_update(
     merge_custom_fields: bool = True,
     consent: Mapping[ConsentChannel, bool] | None = None,
     consent_source: ConsentSource | None = None,
+    locked_row: Mapping[str, Any] | None = None,
 ) -> Contact:
     """Set fields; custom fields are merged key by key unless told to replace them.
+
+    `locked_row`: the contact's whole row (`ContactStore` columns) as the caller read it under its row lock
+    in this same transaction; the service then writes from it instead of locking and reading it again (the
+    workflow engine's batches lock their contacts first, one statement for all).
 
     Fields and `consent` are one change: one transaction writes both and records each consent change
     (ConsentChange) before `contact.updated` is published, so a workflow that event starts sees the new
@@ -94,7 +99,7 @@ def contact_update(
     store = ContactStore()
     duplicate_email = False
     with transaction.atomic(savepoint=False):  # on the hot path of update steps: no savepoint round trips
-        row = store.lock(contact_id)
+        row = dict(locked_row) if locked_row is not None else store.lock(contact_id)
         refused = phone_error if phone_error is not None and row["phone"] != fields["phone"] else None
         changes: dict[str, Any] = {}
         for name, value in fields.items():

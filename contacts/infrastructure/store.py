@@ -67,11 +67,7 @@ class ContactStore:
         return self.lock(contact_id), False  # nothing to change (or no such contact: DoesNotExist)
 
     def _row(self, values: tuple) -> dict[str, Any]:
-        row = dict(zip(COLUMNS, values, strict=True))
-        for name in _JSON_COLUMNS:
-            if isinstance(row[name], str | bytes):
-                row[name] = json.loads(row[name])
-        return row
+        return row_from_db(values)
 
     def lock(self, contact_id: int) -> dict[str, Any]:
         """The contact's row, locked until the caller's transaction ends; Contact.DoesNotExist if none.
@@ -126,6 +122,15 @@ class ContactStore:
                 [account_id, email, contact_id],
             )
             return cursor.fetchone() is not None
+
+
+def row_from_db(values: tuple) -> dict[str, Any]:
+    """A contact's row as the services use it, from the values of COLUMNS in order."""
+    row = dict(zip(COLUMNS, values, strict=True))
+    for name in _JSON_COLUMNS:
+        if isinstance(row[name], str | bytes):
+            row[name] = json.loads(row[name])
+    return row
 
 
 def as_contact(row: dict[str, Any], using: str = "default") -> Contact:

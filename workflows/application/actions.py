@@ -61,6 +61,9 @@ class StepRun:
     now: datetime
     renderer: TemplateRenderer
     _contact: dict[str, Any] | None = field(default=None, repr=False)
+    # The contact's whole row, read under its lock in this transaction (a batch of steps): update_contact
+    # writes from it rather than lock and read it again.
+    locked_contact_row: Mapping[str, Any] | None = field(default=None, repr=False)
     _template_context: Mapping[str, Any] | None = field(default=None, repr=False)
 
     @property
@@ -265,7 +268,7 @@ class UpdateContact:
                 for key, value in config.custom_fields
             }
         try:
-            contact = contact_update(contact_id=run.contact_id, fields=fields)
+            contact = contact_update(contact_id=run.contact_id, fields=fields, locked_row=run.locked_contact_row)
         except ContactError as exc:
             raise ValidationFailure(f"{exc.field}: {exc.reason}") from None
         except ValidationError as exc:

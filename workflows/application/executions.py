@@ -576,7 +576,9 @@ class ExecutionService:
         now = self.clock()
         try:
             with transaction.atomic():
-                found = store.lock_runs_with_contacts([execution_id for execution_id, _index, _item in candidates])
+                found, contact_rows = store.lock_runs_with_contacts(
+                    [execution_id for execution_id, _index, _item in candidates]
+                )
                 runnable, left = self._runnable(found, candidates)
                 runnable.sort(key=lambda entry: entry[0].contact_id)  # contact changes in the batches' lock order
                 settled = []
@@ -585,9 +587,9 @@ class ExecutionService:
                     step = version.definition.steps[row.current_step_index]
                     attempt_number = run.attempt_number
                     run.begin_step(now)
-                    attempt = self._attempt(
-                        executor_for(step.action_type), self._step_run(row, contact, version, step, now), row, version
-                    )
+                    step_run = self._step_run(row, contact, version, step, now)
+                    step_run.locked_contact_row = contact_rows[row.contact_id]
+                    attempt = self._attempt(executor_for(step.action_type), step_run, row, version)
                     if attempt.error is not None:
                         raise _OneByOne
                     settled.append((row, run, step, attempt_number, attempt, item[1]))

@@ -30,6 +30,8 @@ from django.db import connections, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from contacts.infrastructure.store import COLUMNS as CONTACT_ROW
+from contacts.infrastructure.store import row_from_db as contact_row_from_db
 from jobs.application.notifications import listening, notify, on_notification
 from workflows.domain.execution import COUNTED_FOR_LIMIT, UNFINISHED, Execution, ExecutionStatus
 from workflows.infrastructure.models import ExecutionLog, WorkflowExecution
@@ -439,24 +441,33 @@ class RunStore:
             )
         ]
 
-    def lock_runs_with_contacts(self, execution_ids: list[UUID]) -> dict[UUID, tuple[RunRow, dict[str, Any]]]:
+    def lock_runs_with_contacts(
+        self, execution_ids: list[UUID]
+    ) -> tuple[dict[UUID, tuple[RunRow, dict[str, Any]]], dict[int, dict[str, Any]]]:
         """Several runs and their contacts, all locked: the runs in id order, then the contacts in id order.
 
-        Every batch locks in this order (runs before contacts, each by id, all before any account), so
-        batches cannot deadlock one another nor the one-run paths (see DDD_NOTES, lock order).
+        Returns each run with its contact as templates see it, and each contact's whole row (by id) for the
+        contacts services, which need not read it again. Every batch locks in this order (runs before
+        contacts, each by id, all before any account), so batches cannot deadlock one another nor the
+        one-run paths (see DDD_NOTES, lock order).
         """
         runs = self._runs(execution_ids, self._for_update)
         contact_ids = sorted({run.contact_id for run in runs})
-        contacts = {}
+        rows: dict[int, dict[str, Any]] = {}
         if contact_ids:
             for values in self._rows(
-                f"SELECT {', '.join('c.' + name for name in CONTACT_COLUMNS)} FROM contacts_contact c"
+                f"SELECT {', '.join('c.' + name for name in CONTACT_ROW)} FROM contacts_contact c"
                 f" WHERE c.id {self._any(contact_ids)} ORDER BY c.id{self._for_update}",
                 self._any_params(contact_ids),
             ):
-                contact = _contact(dict(zip(CONTACT_COLUMNS, values, strict=True)))
-                contacts[contact["id"]] = contact
-        return {run.id: (run, contacts[run.contact_id]) for run in runs if run.contact_id in contacts}
+                row = contact_row_from_db(values)
+                rows[row["id"]] = row
+        found = {
+            run.id: (run, _contact({name: rows[run.contact_id][name] for name in CONTACT_COLUMNS}))
+            for run in runs
+            if run.contact_id in rows
+        }
+        return found, rows
 
     def _any(self, values: list[Any]) -> str:
         """`= ANY(array)` on PostgreSQL (one prepared statement whatever the count); `IN (...)` on SQLite."""

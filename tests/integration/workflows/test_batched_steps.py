@@ -596,21 +596,27 @@ def test_a_worker_carries_many_runs_through_the_batch_handler(service, account, 
         assert len(set(times)) < len(times), f"step {step} never ran in a batch"
 
 
-def test_a_batch_costs_a_few_statements_plus_each_action_s_own(service, account):
+@pytest.mark.parametrize(
+    "first_step",
+    [
+        {"action_type": "add_tag", "config": {"tag": "batched"}},
+        # The batch locked and read the contact: the contacts service writes without reading it again.
+        {"action_type": "update_contact", "config": {"fields": {"first_name": "Ada"}, "custom_fields": {"n": 1}}},
+    ],
+    ids=["add_tag", "update_contact"],
+)
+def test_a_batch_costs_a_few_statements_plus_each_action_s_own(service, account, first_step):
     """A regression guard for what batching is for; bench/workflow_throughput.py measures the speed itself.
 
-    Ten runs at an add_tag step: on PostgreSQL, lock the runs, lock their contacts, per run the tag's
-    statement and the event's trigger lookup (a worker answers it from its cache; this test process has no
-    listener), then complete the jobs with the next ones queued, and record the runs and their log rows.
-    SQLite writes runs, log rows and jobs one statement each, so it gets its own bound; transaction control
-    is not counted.
+    Ten runs at an add_tag or update_contact step: on PostgreSQL, lock the runs, lock their contacts, per
+    run the change's one statement and the event's trigger lookup (a worker answers it from its cache; this
+    test process has no listener), then complete the jobs with the next ones queued, and record the runs and
+    their log rows. SQLite writes runs, log rows and jobs one statement each, so it gets its own bound;
+    transaction control is not counted.
     """
     from django.test.utils import CaptureQueriesContext
 
-    workflow = make_workflow(
-        account,
-        [{"action_type": "add_tag", "config": {"tag": "batched"}}, {"action_type": "add_tag", "config": {"tag": "b"}}],
-    )
+    workflow = make_workflow(account, [first_step, {"action_type": "add_tag", "config": {"tag": "b"}}])
     runs = [start(service, workflow, ContactFactory(account=account)) for _ in range(10)]
     items = claim()
     assert len(items) == 10
@@ -625,4 +631,8 @@ def test_a_batch_costs_a_few_statements_plus_each_action_s_own(service, account)
     limit = 4 + 2 * len(runs) if connection.vendor == "postgresql" else 2 + 7 * len(runs)
     assert len(counted) <= limit, counted
     assert ExecutionLog.objects.filter(execution__in=runs, outcome="succeeded").count() == 10
+    if first_step["action_type"] == "update_contact":
+        assert set(Contact.objects.filter(account=account).values_list("first_name", "custom_fields__n")) == {
+            ("Ada", 1)
+        }
     assert Job.objects.filter(handler=STEP_HANDLER, status="pending").count() == 10
