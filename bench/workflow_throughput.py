@@ -11,7 +11,7 @@ reports runs/s and steps/s (from the first start to the last completion),
 p50/p99 of trigger-to-COMPLETED, then stops the workers and drops the
 database.
 
-    .venv/bin/python bench/workflow_throughput.py [--runs 2000] [--workers 2] [--concurrency 4]
+    .venv/bin/python bench/workflow_throughput.py [--runs 2000] [--workers 2] [--concurrency 1] [--trigger bulk]
 
 BENCH_DATABASE_URL overrides the database (it is dropped and created again).
 """
@@ -116,7 +116,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=2000)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--concurrency", type=int, default=4, help="executor threads per worker")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=1,
+        help="executor threads per worker (1: on two cores, a second thread per process costs more in GIL "
+        "contention than it gains; see bench/README.md)",
+    )
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument(
         "--trigger",

@@ -6,6 +6,10 @@ One process = one worker id. `concurrency` executor threads each loop over:
     completed ones (one statement); a failure is written at once, as a retry
     with backoff, a permanent failure, or dead.
 
+A handler that registered a batch handler gets the batch's jobs of its name
+in one call (when there are two or more), under one deadline; what it leaves,
+or everything it did not complete if it raises, runs one by one as above.
+
 Each executor runs the queue's statements on a private connection and its
 handlers on the thread's ordinary one, so nothing a handler does to its
 connection reaches the queue. An idle executor sleeps until a committed
