@@ -75,8 +75,8 @@ def complete_all(jobs: Sequence[JobContext], then: Sequence[JobSpec | None]) -> 
     rows = [prepare_job(spec) if spec is not None else None for spec in then]
     acked, holders = store.complete_many_and_insert(jobs[0].worker_id, done, [row for row in rows if row])
     if len(acked) != len(jobs):
-        lost = [str(job.id) for job in jobs if job.id not in acked]
-        raise LeaseLost(f"jobs {', '.join(lost)} are no longer held by {jobs[0].worker_id}")
+        lost = frozenset(job.id for job in jobs if job.id not in acked)
+        raise LeaseLost(f"jobs {', '.join(sorted(map(str, lost)))} are no longer held by {jobs[0].worker_id}", lost)
     for job in jobs:
         store.connection.on_commit(job._completed)
     return [holders[row.id] if row is not None else None for row in rows]

@@ -388,7 +388,12 @@ class Worker:
 
     def _run_batch(self, store: JobStore, executor: _Executor, batch: list[ClaimedJob], duration: float) -> float:
         claimed_at = time.monotonic()
-        batch, duration = self._run_together(store, executor, batch, claimed_at, duration)
+        left, duration = self._run_together(store, executor, batch, claimed_at, duration)
+        if left is not batch:
+            # What a batch handler handed back was not waiting unstarted while it ran: its hold starts now,
+            # or a batch that gave everything back (one failing action) would release all but one job.
+            claimed_at = time.monotonic()
+        batch = left
         for position, job in enumerate(batch):
             if self.stopping.is_set() or (position and time.monotonic() - claimed_at > self._hold_limit()):
                 # Give back what this executor did not start: to other workers, or to the next start.
@@ -470,6 +475,11 @@ class Worker:
             for job, _context in pending:
                 self._record_failure(store, job, error, started)
             return []
+        if isinstance(error, LeaseLost) and error.lost:
+            # As for one job: an attempt this worker no longer holds is discarded, never run again here
+            # (another worker has it). The others of the batch run one by one.
+            log.warning("batch handler %s: %s; their outcomes are discarded", handler, error)
+            pending = [(job, context) for job, context in pending if job.id not in error.lost]
         if error is not None:
             log.warning(
                 "batch handler %s failed on %d jobs (%s); running them one by one",

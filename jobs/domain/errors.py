@@ -173,4 +173,9 @@ class LeaseLost(Exception):
 
     Raised by JobContext.mark_completed so the handler's transaction rolls back
     instead of committing the effects of an attempt that no longer counts.
+    `lost`: the jobs no longer held, when several were completed together (complete_all).
     """
+
+    def __init__(self, message: str, lost: frozenset = frozenset()) -> None:
+        super().__init__(message)
+        self.lost = lost

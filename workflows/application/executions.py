@@ -100,6 +100,7 @@ MAX_BULK_START = 10_000
 
 
 JOB_DIED_LOCK_WAIT_SECONDS = 5.0
+EXTERNAL_BATCH_SECONDS = 1.0  # a batch starts no external action after this long (see _run_external_steps)
 
 
 def default_retry_service() -> RetryService:
@@ -580,7 +581,9 @@ class ExecutionService:
                     [execution_id for execution_id, _index, _item in candidates]
                 )
                 runnable, left = self._runnable(found, candidates)
-                runnable.sort(key=lambda entry: entry[0].contact_id)  # contact changes in the batches' lock order
+                # By account, then contact: an action's event may lock its contact's account (to start runs),
+                # so every batch takes accounts in the same order and no two batches deadlock on them.
+                runnable.sort(key=lambda entry: (entry[0].account_id, entry[0].contact_id))
                 settled = []
                 for row, contact, run, item in runnable:
                     version = load_version(row.version_id)
@@ -610,19 +613,33 @@ class ExecutionService:
             marked.append((row, contact, read_status, attempt_number, item))
         acquired = store.compare_and_set_many([(row, status, item[1].id) for row, _c, status, _n, item in marked])
         done = []
-        budget_ends = time.monotonic() + settings.JOB_EXECUTION_TIMEOUT / 4
-        for row, contact, _status, attempt_number, item in marked:
-            if row.id not in acquired or time.monotonic() > budget_ends:
-                left.append(item)  # raced (the locked path sorts it out), or no time left for this batch
-                continue
-            version = load_version(row.version_id)
-            step = version.definition.steps[row.current_step_index]
-            attempt = self._attempt(
-                executor_for(step.action_type), self._step_run(row, contact, version, step, now), row, version
-            )
-            done.append((row, step, attempt_number, attempt, item[1]))
+        # No new action starts past this: a batch of slow receivers must not hold its jobs (unrecorded, each
+        # a possible duplicate if the worker is stopped) for long. What is left runs one by one.
+        budget_ends = time.monotonic() + min(EXTERNAL_BATCH_SECONDS, settings.JOB_EXECUTION_TIMEOUT / 4)
+        try:
+            for row, contact, _status, attempt_number, item in marked:
+                if row.id not in acquired or time.monotonic() > budget_ends:
+                    left.append(item)  # raced (the locked path sorts it out), or no time left for this batch
+                    continue
+                version = load_version(row.version_id)
+                step = version.definition.steps[row.current_step_index]
+                attempt = self._attempt(
+                    executor_for(step.action_type), self._step_run(row, contact, version, step, now), row, version
+                )
+                done.append((row, step, attempt_number, attempt, item[1]))
+        except Exception:
+            if done:  # what took effect is recorded before the error goes on (and its jobs run one by one)
+                self._record_external_many(store, done, now)
+            raise
         if not done:
             return left
+        self._record_external_many(store, done, now)
+        return left
+
+    def _record_external_many(
+        self, store: RunStore, done: list[tuple[RunRow, Step, int, _Attempt, JobContext]], now: datetime
+    ) -> None:
+        """One transaction records the batch's external actions; if that fails, each is recorded on its own."""
         try:
             with transaction.atomic():
                 locked = store.lock_runs([row.id for row, *_rest in done])
@@ -644,7 +661,6 @@ class ExecutionService:
                     self._record_external(store, row, step, attempt_number, attempt, now, job)
                 except LeaseLost as lost:
                     log.warning("run %s step %s: %s; its outcome is discarded", row.id, step.index, lost)
-        return left
 
     def _record_many(
         self, store: RunStore, settled: list[tuple[RunRow, Execution, Step, int, _Attempt, JobContext]], now: datetime

@@ -54,6 +54,8 @@ def run_together(items: list[tuple[dict[str, Any], JobContext]]) -> list[tuple[d
         batch_calls.append(sorted(payload["tag"] for payload, _job in items))
     fail = next((payload["fail"] for payload, _job in items if "fail" in payload), None)
     completing = [(payload, job) for payload, job in items if payload["mode"] == "complete"]
+    if fail == "steal":  # another worker rescued the first job meanwhile (committed, as a rescue would be)
+        Job.objects.filter(pk=completing[0][1].id).update(worker_id="elsewhere")
     with transaction.atomic():
         complete_all(
             [job for _payload, job in completing],
@@ -241,3 +243,17 @@ def test_complete_all_of_a_job_already_completed_raises():
         assert follow_ups() == []
         transaction.set_rollback(True)
     assert Job.objects.get(pk=jobs[1].id).status == "running"
+
+
+def test_a_job_whose_lease_the_batch_lost_is_not_run_again_here_the_others_are():
+    ids = queue_jobs("complete", "complete", "leave", fail="steal")
+    run_worker()
+    assert len(batch_calls) == 1
+    jobs = jobs_by_tag(ids)
+    stolen = next(job for job in jobs.values() if job.worker_id == "elsewhere")
+    ran = sorted(tag for tag, _attempt in single_calls)
+    assert len(ran) == 2
+    assert stolen.payload["tag"] not in ran  # its attempt belongs to the worker that has it now
+    assert stolen.status == "running"
+    assert {job.status for job in jobs.values() if job.pk != stolen.pk} == {"completed"}
+    assert follow_ups() == []  # complete_all queued nothing: all or nothing

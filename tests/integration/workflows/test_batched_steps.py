@@ -636,3 +636,54 @@ def test_a_batch_costs_a_few_statements_plus_each_action_s_own(service, account,
             ("Ada", 1)
         }
     assert Job.objects.filter(handler=STEP_HANDLER, status="pending").count() == 10
+
+
+def test_no_external_action_starts_after_the_batch_s_time_is_up(service, account, sink, monkeypatch):
+    """A batch stops starting actions past EXTERNAL_BATCH_SECONDS: what is left (marked ACTIVE, not yet
+    called) runs one by one, each action once."""
+    from workflows.application import executions
+
+    monkeypatch.setattr(executions, "EXTERNAL_BATCH_SECONDS", 0.0)
+    workflow = make_workflow(account, [{"action_type": "webhook", "config": {"url": sink.url("/ok")}}])
+    runs = [start(service, workflow, ContactFactory(account=account)) for _ in range(3)]
+    items = claim()
+    left = service.run_steps(items)
+    assert ids(left) == ids(items)
+    assert sink.requests_to("/ok") == []  # nothing called out in the batch
+    one_by_one(left)
+    assert len(sink.requests_to("/ok")) == 3
+    for run in runs:
+        run.refresh_from_db()
+        assert run.status == "completed"
+        assert logs(run) == [(0, "webhook", 1, "succeeded")]
+
+
+def test_what_took_effect_is_recorded_before_an_error_in_the_batch_goes_on(service, account, sink, monkeypatch):
+    """An infrastructure error after some actions ran: those are recorded at once (their jobs complete), and
+    the error goes on to the worker, which runs the rest one by one; no action runs twice."""
+    from workflows.application import executions
+
+    workflow = make_workflow(account, [{"action_type": "webhook", "config": {"url": sink.url("/ok")}}])
+    runs = [start(service, workflow, ContactFactory(account=account)) for _ in range(3)]
+    items = claim()
+    real_step_run = executions.ExecutionService._step_run
+    calls = []
+
+    def failing_on_the_second(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("the version cache is away")
+        return real_step_run(self, *args, **kwargs)
+
+    monkeypatch.setattr(executions.ExecutionService, "_step_run", failing_on_the_second)
+    with pytest.raises(RuntimeError):
+        service.run_steps(items)
+    monkeypatch.setattr(executions.ExecutionService, "_step_run", real_step_run)
+    done = [item for item in items if item[1].completed_in_transaction]
+    assert len(done) == 1
+    assert len(sink.requests_to("/ok")) == 1
+    one_by_one([item for item in items if not item[1].completed_in_transaction])
+    assert len(sink.requests_to("/ok")) == 3
+    for run in runs:
+        run.refresh_from_db()
+        assert (run.status, logs(run)) == ("completed", [(0, "webhook", 1, "succeeded")])
