@@ -29,6 +29,7 @@ from jobs.application.worker import Worker
 from jobs.domain.errors import LeaseLost
 from jobs.infrastructure.store import get_store
 from jobs.models import Job
+from tests.support.jobs import context_for
 
 # A claim commits on its own, and the worker runs on its own connections: these tests commit.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -177,20 +178,7 @@ def claimed_contexts(count: int) -> list[JobContext]:
     store = get_store()
     claimed = store.claim(WORKER, [QUEUE], count, 60)
     assert len(claimed) == count
-    return [
-        JobContext(
-            id=job.id,
-            handler=job.handler,
-            queue=job.queue,
-            attempt_number=job.attempt_number,
-            max_attempts=job.max_attempts,
-            account_id=job.account_id,
-            worker_id=WORKER,
-            started=time.time(),
-            _store=store,
-        )
-        for job in claimed
-    ]
+    return [context_for(job, store, WORKER) for job in claimed]
 
 
 def test_complete_all_completes_each_job_and_queues_its_follow_up_in_order():

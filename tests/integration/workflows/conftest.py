@@ -1,4 +1,7 @@
+from collections.abc import Iterator
+
 import pytest
+from django.db import connection
 
 from tests.integration.workflows.support import WebhookServer
 
@@ -14,3 +17,29 @@ def webhook_server():
     server = WebhookServer().start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def log_rows_refused_when_secret() -> Iterator[None]:
+    """A real refusal by PostgreSQL: a log row whose data holds SECRET fails, its DETAIL quoting the data."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            CREATE FUNCTION relay_test_refuse_log() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NEW.response_data::text LIKE '%%SECRET%%' THEN
+                    RAISE EXCEPTION 'value refused' USING ERRCODE = '22023',
+                        DETAIL = 'Failing row contains ' || NEW.response_data::text;
+                END IF;
+                RETURN NEW;
+            END $$;
+            CREATE TRIGGER relay_test_refuse_log BEFORE INSERT ON workflows_executionlog
+                FOR EACH ROW EXECUTE FUNCTION relay_test_refuse_log();
+            """
+        )
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TRIGGER relay_test_refuse_log ON workflows_executionlog")
+            cursor.execute("DROP FUNCTION relay_test_refuse_log()")

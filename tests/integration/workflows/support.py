@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from jobs.application.context import JobContext
 from jobs.application.registry import get_handler
 from jobs.infrastructure.models import Job
 from jobs.infrastructure.store import Finished, get_store
+from tests.support.jobs import context_for
 from workflows.application.workflows import WorkflowService
 from workflows.infrastructure.models import Workflow
 
@@ -58,17 +58,7 @@ def run_due_jobs(limit: int = 100, *, handler: str | None = None) -> int:
         if handler is not None and claimed.handler != handler:
             store.release(TEST_WORKER, [claimed.id])
             return ran
-        context = JobContext(
-            id=claimed.id,
-            handler=claimed.handler,
-            queue=claimed.queue,
-            attempt_number=claimed.attempt_number,
-            max_attempts=claimed.max_attempts,
-            account_id=claimed.account_id,
-            worker_id=TEST_WORKER,
-            started=time.time(),
-            _store=store,
-        )
+        context = context_for(claimed, store, TEST_WORKER)
         get_handler(claimed.handler)(claimed.payload, context)
         if not context.completed_in_transaction:
             store.complete(TEST_WORKER, [Finished(claimed.id, claimed.attempt_number, context.started, time.time())])

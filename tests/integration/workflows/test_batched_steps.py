@@ -18,7 +18,6 @@ from django.db import connection
 from django.utils import timezone
 
 from contacts.infrastructure.models import Contact
-from jobs.application.context import JobContext
 from jobs.application.queue import enqueue
 from jobs.application.registry import BatchItem, get_batch_handler, get_handler
 from jobs.application.worker import Worker
@@ -27,6 +26,7 @@ from jobs.infrastructure.store import Finished, get_store
 from tests.factories import ContactFactory
 from tests.integration.integrations.servers import HttpSink
 from tests.integration.workflows.support import TEST_WORKER, make_workflow
+from tests.support.jobs import context_for
 from workflows.application.executions import RESUME_HANDLER, STEP_HANDLER, ExecutionService
 from workflows.infrastructure.models import ExecutionLog, WorkflowExecution
 
@@ -54,23 +54,7 @@ def start(service, workflow, contact, **trigger: Any) -> WorkflowExecution:
 def claim(limit: int = 100) -> list[BatchItem]:
     """Claim due jobs as a worker does, each with its JobContext."""
     store = get_store()
-    return [
-        (
-            job.payload,
-            JobContext(
-                id=job.id,
-                handler=job.handler,
-                queue=job.queue,
-                attempt_number=job.attempt_number,
-                max_attempts=job.max_attempts,
-                account_id=job.account_id,
-                worker_id=TEST_WORKER,
-                started=time.time(),
-                _store=store,
-            ),
-        )
-        for job in store.claim(TEST_WORKER, None, limit, 60)
-    ]
+    return [(job.payload, context_for(job, store, TEST_WORKER)) for job in store.claim(TEST_WORKER, None, limit, 60)]
 
 
 def acknowledge(items: list[BatchItem]) -> None:
@@ -453,31 +437,6 @@ def test_a_lost_lease_costs_only_its_own_outcome(service, account, sink):
     held = [job for _payload, job in items if job.id != lost_run.next_job_id]
     assert all(job.completed_in_transaction for job in held)
     assert {job_status(job.id) for job in held} == {"completed"}
-
-
-@pytest.fixture
-def log_rows_refused_when_secret():
-    """A real refusal by PostgreSQL: a log row whose data holds SECRET fails."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            CREATE FUNCTION relay_test_refuse_log() RETURNS trigger LANGUAGE plpgsql AS $$
-            BEGIN
-                IF NEW.response_data::text LIKE '%%SECRET%%' THEN
-                    RAISE EXCEPTION 'value refused' USING ERRCODE = '22023';
-                END IF;
-                RETURN NEW;
-            END $$;
-            CREATE TRIGGER relay_test_refuse_log BEFORE INSERT ON workflows_executionlog
-                FOR EACH ROW EXECUTE FUNCTION relay_test_refuse_log();
-            """
-        )
-    try:
-        yield
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("DROP TRIGGER relay_test_refuse_log ON workflows_executionlog")
-            cursor.execute("DROP FUNCTION relay_test_refuse_log()")
 
 
 @pytest.mark.postgres

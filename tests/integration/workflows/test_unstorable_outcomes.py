@@ -64,32 +64,6 @@ def test_a_failing_answer_with_nul_fails_the_run_cleanly(account, contact, webho
     assert ExecutionLog.objects.get(execution=run).response_data["body"] == "bad\ufffdinput \\u0000"
 
 
-@pytest.fixture
-def log_rows_refused_when_secret() -> Iterator[None]:
-    """A real refusal by PostgreSQL: a log row whose data holds SECRET fails, its DETAIL quoting the data."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            CREATE FUNCTION relay_test_refuse_log() RETURNS trigger LANGUAGE plpgsql AS $$
-            BEGIN
-                IF NEW.response_data::text LIKE '%%SECRET%%' THEN
-                    RAISE EXCEPTION 'value refused' USING ERRCODE = '22023',
-                        DETAIL = 'Failing row contains ' || NEW.response_data::text;
-                END IF;
-                RETURN NEW;
-            END $$;
-            CREATE TRIGGER relay_test_refuse_log BEFORE INSERT ON workflows_executionlog
-                FOR EACH ROW EXECUTE FUNCTION relay_test_refuse_log();
-            """
-        )
-    try:
-        yield
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("DROP TRIGGER relay_test_refuse_log ON workflows_executionlog")
-            cursor.execute("DROP FUNCTION relay_test_refuse_log()")
-
-
 @pytest.mark.postgres
 def test_an_outcome_the_database_refuses_fails_the_step_without_its_data(
     account, contact, webhook_server, log_rows_refused_when_secret
