@@ -32,8 +32,9 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from django.db import Error as DatabaseError
 from django.db import connections
@@ -67,6 +68,13 @@ def new_worker_id() -> str:
 class _Interrupt(BaseException):
     """Raised inside a handler's thread at its deadline. A BaseException, so `except Exception` in a
     handler cannot swallow it."""
+
+
+class _DeadlinePassed(Exception):
+    """A handler (or batch handler) the main thread interrupted at its deadline: recorded as JobTimeout."""
+
+
+_T = TypeVar("_T")
 
 
 class WorkSignal:
@@ -428,8 +436,10 @@ class Worker:
             return batch, duration
         left = [job for job in batch if len(together.get(job.handler, ())) < 2]
         for handler, jobs in together.items():
-            if len(jobs) < 2 or self.stopping.is_set():
-                left.extend(jobs if len(jobs) > 1 else ())
+            if len(jobs) < 2:
+                continue  # already in `left`
+            if self.stopping.is_set():
+                left.extend(jobs)  # the loop after gives them back
                 continue
             started = time.monotonic()
             left.extend(self._run_group(store, executor, handler, jobs, claimed_at))
@@ -447,24 +457,11 @@ class Worker:
         running = self._running(jobs[0], handler_connection, claimed_at)
         error: BaseException | None = None
         left: Sequence[tuple[dict, JobContext]] = ()
+        items = [(job.payload, context) for job, context in zip(jobs, contexts, strict=True)]
         try:
-            try:
-                with self._lock:
-                    executor.running = running
-                left = get_batch_handler(handler)(
-                    [(job.payload, context) for job, context in zip(jobs, contexts, strict=True)]
-                )
-                running.returned = True
-            finally:
-                with self._lock:
-                    executor.running = None
-                    if running.interrupted:
-                        _raise_in_thread(running.thread_id, None)
-        except _Interrupt:
-            with self._lock:
-                executor.running = None
-            if not running.returned:
-                error = JobTimeout(self._timeout_message())
+            left = self._supervised(executor, running, lambda: get_batch_handler(handler)(items)) or ()
+        except _DeadlinePassed:
+            error = JobTimeout(self._timeout_message())
         except Exception as exc:
             error = exc
         _reset_handler_connection(handler_connection, force=error is not None)
@@ -495,6 +492,28 @@ class Worker:
                 Finished(job.id, job.attempt_number, started, finished) for job, c in pending if c.id not in left_ids
             )
         return [job for job, context in pending if context.id in left_ids]
+
+    def _supervised(self, executor: _Executor, running: _Running, call: Callable[[], _T]) -> _T | None:
+        """Run `call` as the executor's handler, which the main thread interrupts at its deadline: that
+        surfaces here as _DeadlinePassed (a late interruption of a call that had returned is ignored)."""
+        result = None
+        try:
+            try:
+                with self._lock:
+                    executor.running = running
+                result = call()
+                running.returned = True
+            finally:
+                with self._lock:
+                    executor.running = None
+                    if running.interrupted:
+                        _raise_in_thread(running.thread_id, None)  # cancel an interruption that came too late
+        except _Interrupt:
+            with self._lock:  # it may have landed inside the cleanup above
+                executor.running = None
+            if not running.returned:
+                raise _DeadlinePassed from None
+        return result
 
     def _context(self, job: ClaimedJob, started: float, handler_connection) -> JobContext:
         return JobContext(
@@ -530,22 +549,10 @@ class Worker:
         running = self._running(job, handler_connection, claimed_at)
         error: BaseException | None = None
         try:
-            try:
-                handler = get_handler(job.handler)
-                with self._lock:
-                    executor.running = running
-                handler(job.payload, context)
-                running.returned = True
-            finally:
-                with self._lock:
-                    executor.running = None
-                    if running.interrupted:
-                        _raise_in_thread(running.thread_id, None)  # cancel an interruption that came too late
-        except _Interrupt:
-            with self._lock:  # it may have landed inside the cleanup above
-                executor.running = None
-            if not running.returned:  # a late interruption of a handler that had finished is ignored
-                error = JobTimeout(self._timeout_message())
+            handler = get_handler(job.handler)
+            self._supervised(executor, running, lambda: handler(job.payload, context))
+        except _DeadlinePassed:
+            error = JobTimeout(self._timeout_message())
         except UnknownHandler as exc:
             error = PermanentError(str(exc))
         except LeaseLost as exc:

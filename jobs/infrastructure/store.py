@@ -108,9 +108,8 @@ class JobStore:
         self, worker_id: str, done: Finished, jobs: Sequence[NewJob]
     ) -> tuple[bool, dict[UUID, UUID]]:
         """Complete one job and insert the jobs that follow it; nothing is inserted if the completion is refused."""
-        if not self.complete(worker_id, [done]):
-            return False, {}
-        return True, (self.insert(jobs) if jobs else {})
+        acked, holders = self.complete_many_and_insert(worker_id, [done], jobs)
+        return bool(acked), holders
 
     def complete_many_and_insert(
         self, worker_id: str, done: Sequence[Finished], jobs: Sequence[NewJob]

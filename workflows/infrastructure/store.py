@@ -270,19 +270,14 @@ _RUN_RECORDED = (
     "last_error_category",
     "next_job_id",
 )
-_LOG_RECORDED = (
-    "execution_id",
-    "step_index",
-    "step_name",
-    "action_type",
-    "attempt_number",
-    "outcome",
-    "started_at",
-    "duration_ms",
-    "error_category",
-    "error_details",
-    "response_data",
-)
+# A log row is written whole: every column but its id (the keys of ExecutionService._settle's log row).
+_LOG_RECORDED = tuple(f.attname for f in ExecutionLog._meta.concrete_fields if not f.primary_key)
+
+
+def _run_and_contact(values: tuple) -> tuple[RunRow, dict[str, Any]]:
+    """A row of `SELECT <run columns>, <contact columns>`: the run and its contact as templates see it."""
+    run = RunRow.from_db(values[: len(RUN_COLUMNS)])
+    return run, _contact(dict(zip(CONTACT_COLUMNS, values[len(RUN_COLUMNS) :], strict=True)))
 
 
 def _plain(value: Any) -> Any:
@@ -372,8 +367,7 @@ class RunStore:
         if not rows:
             return None
         values = rows[0]
-        run = RunRow.from_db(values[: len(RUN_COLUMNS)])
-        return run, _contact(dict(zip(CONTACT_COLUMNS, values[len(RUN_COLUMNS) :], strict=True)))
+        return _run_and_contact(values)
 
     def lock_runs(self, execution_ids: list[UUID]) -> dict[UUID, RunRow]:
         """Several runs' rows, locked in id order."""
@@ -391,8 +385,8 @@ class RunStore:
             f" JOIN contacts_contact c ON c.id = e.contact_id WHERE e.id {self._any(ids)}",
             self._any_params(ids),
         ):
-            run = RunRow.from_db(values[: len(RUN_COLUMNS)])
-            found[run.id] = (run, _contact(dict(zip(CONTACT_COLUMNS, values[len(RUN_COLUMNS) :], strict=True))))
+            run, contact = _run_and_contact(values)
+            found[run.id] = (run, contact)
         return found
 
     def compare_and_set_many(self, entries: list[tuple[RunRow, str, UUID]]) -> set[UUID]:
