@@ -12,7 +12,7 @@ from jobs.domain.errors import LeaseLost
 
 if TYPE_CHECKING:
     from jobs.application.queue import JobSpec
-    from jobs.infrastructure.store import JobStore
+    from jobs.infrastructure.store import ClaimedJob, JobStore
 
 
 @dataclass
@@ -55,6 +55,21 @@ class JobContext:
 
     def _completed(self) -> None:
         self.completed_in_transaction = True
+
+
+def context_for(job: ClaimedJob, store: JobStore, worker_id: str, started: float | None = None) -> JobContext:
+    """What a handler is told about a job its worker claimed; `store` is on the handler's connection."""
+    return JobContext(
+        id=job.id,
+        handler=job.handler,
+        queue=job.queue,
+        attempt_number=job.attempt_number,
+        max_attempts=job.max_attempts,
+        account_id=job.account_id,
+        worker_id=worker_id,
+        started=time.time() if started is None else started,
+        _store=store,
+    )
 
 
 def complete_all(jobs: Sequence[JobContext], then: Sequence[JobSpec | None]) -> list[UUID | None]:

@@ -41,7 +41,7 @@ from django.db import connections
 
 from jobs.application import notifications
 from jobs.application.config import QueueConfig
-from jobs.application.context import JobContext
+from jobs.application.context import JobContext, context_for
 from jobs.application.registry import DeadLetter, UnknownHandler, dead_letter_hook, get_batch_handler, get_handler
 from jobs.domain.errors import JobTimeout, LeaseLost, PermanentError, classify, format_error
 from jobs.domain.states import JobStatus
@@ -516,17 +516,7 @@ class Worker:
         return result
 
     def _context(self, job: ClaimedJob, started: float, handler_connection) -> JobContext:
-        return JobContext(
-            id=job.id,
-            handler=job.handler,
-            queue=job.queue,
-            attempt_number=job.attempt_number,
-            max_attempts=job.max_attempts,
-            account_id=job.account_id,
-            worker_id=self.worker_id,
-            started=started,
-            _store=store_for(handler_connection),
-        )
+        return context_for(job, store_for(handler_connection), self.worker_id, started)
 
     def _running(self, job: ClaimedJob, handler_connection, claimed_at: float) -> _Running:
         now = time.monotonic()

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from jobs.application.context import context_for
 from jobs.application.registry import get_handler
 from jobs.infrastructure.models import Job
 from jobs.infrastructure.store import Finished, get_store
-from tests.support.jobs import context_for
 from workflows.application.workflows import WorkflowService
 from workflows.infrastructure.models import Workflow
 

@@ -18,6 +18,7 @@ from django.db import connection
 from django.utils import timezone
 
 from contacts.infrastructure.models import Contact
+from jobs.application.context import context_for
 from jobs.application.queue import enqueue
 from jobs.application.registry import BatchItem, get_batch_handler, get_handler
 from jobs.application.worker import Worker
@@ -26,7 +27,6 @@ from jobs.infrastructure.store import Finished, get_store
 from tests.factories import ContactFactory
 from tests.integration.integrations.servers import HttpSink
 from tests.integration.workflows.support import TEST_WORKER, make_workflow
-from tests.support.jobs import context_for
 from workflows.application.executions import RESUME_HANDLER, STEP_HANDLER, ExecutionService
 from workflows.infrastructure.models import ExecutionLog, WorkflowExecution
 
