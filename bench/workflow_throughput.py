@@ -5,7 +5,7 @@ The workflow: add a tag, update a custom field, call a webhook on a local
 HTTP server that answers at once. The script creates its own database
 (`relay_bench_workflows` by default) and tables (migrate), starts the
 webhook server and two `runworker` processes, waits for a short warm-up,
-then starts N runs one by one through ExecutionService.start (each its own
+then starts N runs one by one through start_run (each its own
 transaction, as API calls would) while the workers carry them out. It
 reports runs/s and steps/s (from the first start to the last completion),
 p50/p99 of trigger-to-COMPLETED, then stops the workers and drops the
@@ -128,10 +128,10 @@ def main() -> int:
         "--trigger",
         choices=["single", "bulk"],
         default="single",
-        help="single: one ExecutionService.start (one transaction) per run, as API calls; "
-        "bulk: ExecutionService.start_many in batches (enrolling a list)",
+        help="single: one start_run (one transaction) per run, as API calls; "
+        "bulk: start_runs in batches (enrolling a list)",
     )
-    parser.add_argument("--batch", type=int, default=200, help="runs per start_many call with --trigger bulk")
+    parser.add_argument("--batch", type=int, default=200, help="runs per start_runs call with --trigger bulk")
     parser.add_argument(
         "--clients", type=int, default=1, help="with --trigger single: threads starting runs at once, as API clients"
     )
@@ -171,7 +171,7 @@ def main() -> int:
 
     from accounts.models import Account
     from contacts.models import Contact
-    from workflows.application.executions import ExecutionService
+    from workflows.application.runs.starting import start_run, start_runs
     from workflows.application.workflows import WorkflowService
     from workflows.models import ExecutionLog, WorkflowExecution
 
@@ -212,11 +212,10 @@ def main() -> int:
         )
         for _ in range(args.workers)
     ]
-    service = ExecutionService()
     try:
         # Warm-up: workers connect, import, and cache the version.
         for contact_id in contacts[: args.warmup]:
-            service.start(workflow_id=workflow.pk, contact_id=contact_id, trigger_data={"i": -1})
+            start_run(workflow_id=workflow.pk, contact_id=contact_id, trigger_data={"i": -1})
         wait_for(lambda: WorkflowExecution.objects.filter(status="completed").count() >= args.warmup, 60)
 
         with connection.cursor() as cursor:
@@ -232,11 +231,11 @@ def main() -> int:
         measured = contacts[args.warmup :]
         started = time.time()
         if args.trigger == "single":
-            start_one_by_one(service, workflow.pk, measured, args.clients)
+            start_one_by_one(workflow.pk, measured, args.clients)
         else:
             for start in range(0, len(measured), args.batch):
                 batch = measured[start : start + args.batch]
-                service.start_many(workflow_id=workflow.pk, contact_ids=batch, trigger_data={"i": start})
+                start_runs(workflow_id=workflow.pk, contact_ids=batch, trigger_data={"i": start})
         triggered = time.time()
         done = wait_for(
             lambda: WorkflowExecution.objects.filter(status__in=["completed", "failed"]).count() >= total, 600
@@ -270,7 +269,7 @@ def main() -> int:
         how = (
             f"one transaction each, {args.clients} client(s)"
             if args.trigger == "single"
-            else f"start_many, {args.batch} per transaction"
+            else f"start_runs, {args.batch} per transaction"
         )
         print(f"  trigger rate        {args.runs / (triggered - started):.0f} starts/s ({how})")
         print(f"  runs/s              {len(completed) / span:.0f}   (first start to last completion: {span:.2f} s)")
@@ -307,14 +306,16 @@ def main() -> int:
             drop_database(url)
 
 
-def start_one_by_one(service, workflow_id: int, contact_ids: list[int], clients: int) -> None:
-    """Each client thread starts its share of the runs, one ExecutionService.start (transaction) each."""
+def start_one_by_one(workflow_id: int, contact_ids: list[int], clients: int) -> None:
+    """Each client thread starts its share of the runs, one start_run (transaction) each."""
     from django.db import connection
+
+    from workflows.application.runs.starting import start_run
 
     def client(share: list[int]) -> None:
         try:
             for i, contact_id in enumerate(share):
-                service.start(workflow_id=workflow_id, contact_id=contact_id, trigger_data={"i": i})
+                start_run(workflow_id=workflow_id, contact_id=contact_id, trigger_data={"i": i})
         finally:
             connection.close()
 

@@ -2,7 +2,7 @@
 
 Thin: forms check input with the same domain validation the services use
 (errors land on the field they name), saves and every action call
-WorkflowService / ExecutionService. Fenced by account (accounts.admin_scoping):
+WorkflowService and the run use cases (workflows.application.runs). Fenced by account (accounts.admin_scoping):
 a staff user sees, changes and starts runs of their accounts' workflows only.
 Published versions and log rows show webhook credentials redacted, as the API does.
 """
@@ -29,7 +29,8 @@ from contacts.infrastructure.models import Contact
 from workflows.api.redaction import shown_json, shown_step, shown_steps
 from workflows.application.definitions import validation_context
 from workflows.application.errors import NotFound
-from workflows.application.executions import ExecutionService
+from workflows.application.runs.operating import RUN_OPERATIONS, cancel_run, pause_run, resume_run, retry_run
+from workflows.application.runs.starting import start_run
 from workflows.application.selectors import has_unpublished_changes
 from workflows.application.workflows import WorkflowService, check_workflow
 from workflows.domain.errors import IllegalExecutionTransition, WorkflowDomainError, WorkflowValidationError
@@ -402,7 +403,7 @@ class WorkflowAdmin(AccountScopedAdmin):
         form = StartRunForm(request.POST or None, workflow=workflow)
         if request.method == "POST" and form.is_valid():
             try:
-                started = ExecutionService().start(
+                started = start_run(
                     workflow_id=workflow.pk,
                     contact_id=form.cleaned_data["contact"].pk,
                     trigger_data=form.cleaned_data["trigger_data"],
@@ -529,7 +530,7 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
         return f"{min(execution.current_step_index + 1, execution.step_count)} / {execution.step_count}"
 
     def has_add_permission(self, request: HttpRequest) -> bool:
-        return False  # runs start from a workflow ("Start a run"), through ExecutionService
+        return False  # runs start from a workflow ("Start a run"), through start_run
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -544,19 +545,19 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
 
     @admin.action(description="Pause selected runs", permissions=["operate"])
     def pause_runs(self, request: HttpRequest, queryset: QuerySet[WorkflowExecution]) -> None:
-        self._apply(request, queryset, ExecutionService().pause, "paused")
+        self._apply(request, queryset, pause_run, "paused")
 
     @admin.action(description="Resume selected paused runs", permissions=["operate"])
     def resume_runs(self, request: HttpRequest, queryset: QuerySet[WorkflowExecution]) -> None:
-        self._apply(request, queryset, ExecutionService().resume, "resumed")
+        self._apply(request, queryset, resume_run, "resumed")
 
     @admin.action(description="Cancel selected runs", permissions=["operate"])
     def cancel_runs(self, request: HttpRequest, queryset: QuerySet[WorkflowExecution]) -> None:
-        self._apply(request, queryset, ExecutionService().cancel, "cancelled")
+        self._apply(request, queryset, cancel_run, "cancelled")
 
     @admin.action(description="Retry selected failed runs (from the failed step)", permissions=["operate"])
     def retry_runs(self, request: HttpRequest, queryset: QuerySet[WorkflowExecution]) -> None:
-        self._apply(request, queryset, ExecutionService().retry, "retried")
+        self._apply(request, queryset, retry_run, "retried")
 
     def _apply(self, request: HttpRequest, queryset: QuerySet[WorkflowExecution], service, verb: str) -> None:
         done = 0
@@ -582,13 +583,7 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
     def operate_view(self, request: HttpRequest, execution_id: Any, operation: str) -> HttpResponse:
         """The change page's buttons: POST pause / resume / cancel / retry for one run."""
         target = reverse("admin:workflows_workflowexecution_change", args=[execution_id])
-        service = ExecutionService()
-        operations = {
-            "pause": service.pause,
-            "resume": service.resume,
-            "cancel": service.cancel,
-            "retry": service.retry,
-        }
+        operations = RUN_OPERATIONS
         if not self.get_queryset(request).filter(pk=execution_id).exists():
             raise Http404("No such run.")  # another account's run, like a missing one
         if request.method != "POST" or operation not in operations:

@@ -4,7 +4,10 @@ from typing import Any
 
 from jobs.application.context import JobContext
 from jobs.application.registry import BatchItem, DeadLetter, batch_handler, job_handler, on_dead_letter
-from workflows.application.executions import RESUME_HANDLER, STEP_HANDLER, ExecutionService
+from workflows.application.runs.batches import run_steps
+from workflows.application.runs.moves import RESUME_HANDLER, STEP_HANDLER
+from workflows.application.runs.operating import job_died, reconcile_stranded
+from workflows.application.runs.stepping import end_wait, run_step
 
 RECONCILE_HANDLER = "workflows.reconcile"
 
@@ -12,7 +15,7 @@ RECONCILE_HANDLER = "workflows.reconcile"
 @job_handler(STEP_HANDLER)
 def workflow_step(payload: dict[str, Any], job: JobContext) -> None:
     """One attempt of a run's current step; it records itself and queues what follows."""
-    ExecutionService().run_step(
+    run_step(
         execution_id=payload["execution_id"],
         step_index=int(payload["step_index"]),
         version_id=payload.get("version_id"),
@@ -23,20 +26,20 @@ def workflow_step(payload: dict[str, Any], job: JobContext) -> None:
 @batch_handler(STEP_HANDLER)
 def workflow_steps(items: list[BatchItem]) -> list[BatchItem]:
     """Several runs' internal steps claimed together, in one transaction; the rest go one by one."""
-    return ExecutionService().run_steps(items)
+    return run_steps(items)
 
 
 @job_handler(RESUME_HANDLER)
 def workflow_resume(payload: dict[str, Any], job: JobContext) -> None:
     """A wait step's time has come: the run goes on."""
-    ExecutionService().end_wait(execution_id=payload["execution_id"], job=job)
+    end_wait(execution_id=payload["execution_id"], job=job)
 
 
 @on_dead_letter(STEP_HANDLER)
 @on_dead_letter(RESUME_HANDLER)
 def workflow_job_died(letter: DeadLetter) -> None:
     """The queue gave up on a step or resume job: its run must not stay QUEUED/ACTIVE/WAITING forever."""
-    ExecutionService().job_died(
+    job_died(
         execution_id=letter.payload.get("execution_id", ""),
         job_id=letter.id,
         handler=letter.handler,
@@ -48,4 +51,4 @@ def workflow_job_died(letter: DeadLetter) -> None:
 @job_handler(RECONCILE_HANDLER)
 def workflow_reconcile(payload: dict[str, Any], job: JobContext) -> None:
     """Every few minutes (a built-in schedule): fail the runs whose job will never run."""
-    ExecutionService().reconcile_stranded(grace_seconds=float(payload.get("grace_seconds", 300)))
+    reconcile_stranded(grace_seconds=float(payload.get("grace_seconds", 300)))

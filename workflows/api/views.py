@@ -9,7 +9,6 @@ query filters are (`?account=` on the operator endpoints).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
@@ -51,7 +50,8 @@ from workflows.api.serializers import (
 )
 from workflows.application.errors import ContactNotFound
 from workflows.application.errors import NotFound as LookupNotFound
-from workflows.application.executions import ExecutionService
+from workflows.application.runs.operating import RUN_OPERATIONS
+from workflows.application.runs.starting import record_event, start_run
 from workflows.application.selectors import (
     execution_get,
     execution_latest_logs,
@@ -73,7 +73,7 @@ from workflows.domain.errors import (
 from workflows.domain.execution import ExecutionStatus
 from workflows.domain.triggers import TriggerType
 from workflows.domain.workflow import WorkflowStatus
-from workflows.infrastructure.models import TriggerSource, Workflow, WorkflowExecution
+from workflows.infrastructure.models import TriggerSource, Workflow
 
 NOT_A_CONTACT = "is not a contact of this account"
 EXECUTION_ID = OpenApiParameter("execution_id", UUID, OpenApiParameter.PATH, description="The run's id.")
@@ -316,7 +316,7 @@ class WorkflowExecutionsView(WorkflowView):
         body = ExecutionStartIn(data=request.data)
         body.is_valid(raise_exception=True)
         try:
-            started = ExecutionService().start(
+            started = start_run(
                 workflow_id=workflow_id,
                 contact_id=body.validated_data["contact"],
                 account_id=self.account_id,
@@ -357,7 +357,7 @@ class EventView(WorkflowView):
         body.is_valid(raise_exception=True)
         try:
             contact = contact_get(account_id=self.account_id, contact_id=body.validated_data["contact"])
-            outcome = ExecutionService().record_event(
+            outcome = record_event(
                 account=self.account_id,
                 contact=contact.pk,
                 name=body.validated_data["name"],
@@ -424,13 +424,12 @@ class ExecutionLogsView(ExecutionView):
 
 
 class ExecutionMoveView(ExecutionView):
-    """pause, resume, cancel, retry: one ExecutionService call each, the run back; 409 names its state."""
+    """pause, resume, cancel, retry: one call each (`RUN_OPERATIONS`), the run back; 409 names its state."""
 
     action: str = ""
 
     def post(self, request: Request, execution_id: UUID) -> Response:
-        move: Callable[..., WorkflowExecution] = getattr(ExecutionService(), self.action)
-        run = move(execution_id=execution_id, account_id=self.account_id)
+        run = RUN_OPERATIONS[self.action](execution_id=execution_id, account_id=self.account_id)
         return Response(ExecutionOut(run).data)
 
 

@@ -6,7 +6,8 @@ Subscribed once, in WorkflowsConfig.ready().
 from typing import Any
 
 from contacts.application.events import CONTACT_DELETED, ContactEvent
-from workflows.application.executions import ExecutionService
+from workflows.application.runs.operating import cancel_jobs_of_contact
+from workflows.application.runs.starting import record_event
 from workflows.infrastructure.models import Workflow
 from workflows.infrastructure.store import triggers_changed
 
@@ -15,11 +16,9 @@ def on_contact_event(event: ContactEvent) -> None:
     """Runs inside the contact change's transaction: the runs it starts exist iff that change commits."""
     if event.name == CONTACT_DELETED:
         # Its runs are deleted with it (personal data); nothing may start for it, and its queued jobs go.
-        ExecutionService().contact_deleted(contact_id=event.contact_id)
+        cancel_jobs_of_contact(contact_id=event.contact_id)
         return
-    ExecutionService().record_event(
-        account=event.account_id, contact=event.contact_id, name=event.name, data=event.data
-    )
+    record_event(account=event.account_id, contact=event.contact_id, name=event.name, data=event.data)
 
 
 def on_workflow_deleted(sender: type[Workflow], instance: Workflow, **kwargs: Any) -> None:

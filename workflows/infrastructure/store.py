@@ -270,7 +270,7 @@ _RUN_RECORDED = (
     "last_error_category",
     "next_job_id",
 )
-# A log row is written whole: every column but its id (the keys of ExecutionService._settle's log row).
+# A log row is written whole: every column but its id (the keys of the log row runs.stepping.settle builds).
 _LOG_RECORDED = tuple(f.attname for f in ExecutionLog._meta.concrete_fields if not f.primary_key)
 
 

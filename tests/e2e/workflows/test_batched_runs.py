@@ -9,7 +9,7 @@ from jobs.infrastructure.models import Job
 from tests.factories import AccountFactory, ContactFactory
 from tests.integration.workflows.support import log_rows, make_workflow
 from tests.support.processes import wait_until
-from workflows.application.executions import ExecutionService
+from workflows.application.runs.starting import start_runs
 from workflows.infrastructure.models import ExecutionLog, WorkflowExecution
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -33,9 +33,7 @@ def test_many_runs_of_a_few_contacts_all_complete_once_without_deadlock(start_wo
     )
     run_ids = []
     for n in range(ROUNDS):  # every contact in every round: many runs of one contact are due at once
-        started = ExecutionService().start_many(
-            workflow_id=workflow.pk, contact_ids=[c.pk for c in contacts], trigger_data={"n": n}
-        )
+        started = start_runs(workflow_id=workflow.pk, contact_ids=[c.pk for c in contacts], trigger_data={"n": n})
         run_ids += started.execution_ids
     workers = [start_worker(**WORKER_ENV) for _ in range(2)]
     runs = WorkflowExecution.objects.filter(pk__in=run_ids)

@@ -14,7 +14,8 @@ from tests.factories import AccountFactory, ContactFactory
 from tests.integration.integrations.servers import SmtpServer
 from tests.integration.workflows.support import log_rows, make_workflow
 from tests.support.processes import wait_until
-from workflows.application.executions import ExecutionService
+from workflows.application.runs.operating import cancel_run, pause_run, resume_run
+from workflows.application.runs.starting import record_event, start_run
 from workflows.application.workflows import WorkflowService
 from workflows.domain.errors import ConcurrentExecutionLimitError
 from workflows.infrastructure.models import ExecutionLog, WorkflowExecution
@@ -48,7 +49,7 @@ def contact(account):
 
 
 def start(workflow, contact, **kwargs) -> WorkflowExecution:
-    return ExecutionService().start(workflow_id=workflow.pk, contact_id=contact.pk, **kwargs).execution
+    return start_run(workflow_id=workflow.pk, contact_id=contact.pk, **kwargs).execution
 
 
 def status_of(run) -> str:
@@ -165,14 +166,14 @@ def test_a_run_paused_during_a_wait_does_nothing_until_resumed(worker, account, 
     )
     run = start(workflow, contact)
     waiting = wait_for_status(run, "waiting")
-    ExecutionService().pause(execution_id=run.pk)
+    pause_run(execution_id=run.pk)
     assert status_of(run) == "paused"
     # Let the wait's end pass (and the worker poll a few times) before looking for anything that ran.
     wait_until(lambda: timezone.now() > waiting.resume_at + timedelta(seconds=2), 30, "the wait's end to pass")
     assert status_of(run) == "paused"
     assert webhook_server.received == []
     assert log_rows(run) == [(0, "wait", 1, "succeeded")]
-    ExecutionService().resume(execution_id=run.pk)  # the wait's time passed during the pause: go on at once
+    resume_run(execution_id=run.pk)  # the wait's time passed during the pause: go on at once
     run = wait_for_status(run, "completed", "failed", timeout=15)
     assert run.status == "completed"
     assert len(webhook_server.received) == 1
@@ -190,7 +191,7 @@ def test_a_cancelled_run_never_runs_another_step(worker, account, contact, webho
     )
     run = start(workflow, contact)
     waiting = wait_for_status(run, "waiting")
-    ExecutionService().cancel(execution_id=run.pk)
+    cancel_run(execution_id=run.pk)
     assert status_of(run) == "cancelled"
     assert Job.objects.get(pk=waiting.next_job_id).status == "cancelled"  # the wait's end will not come
     # Let the wait's end pass (and the worker poll a few times) before looking for anything that ran.
@@ -292,7 +293,7 @@ def test_an_event_chain_runs_across_workers(start_worker, account, contact, webh
         trigger={"type": "event", "event": "tag.added", "tag": "qualified"},
         name="B",
     )
-    outcome = ExecutionService().record_event(account=account, contact=contact, name="lead.created", data={})
+    outcome = record_event(account=account, contact=contact, name="lead.created", data={})
     (a_run,) = outcome.started
     wait_for_status(a_run, "completed", "failed")
     b_run = wait_until(lambda: WorkflowExecution.objects.filter(workflow=b).first(), TIMEOUT, "workflow B's run")

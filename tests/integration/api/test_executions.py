@@ -10,7 +10,8 @@ from jobs.models import Job
 from tests.factories import ContactFactory
 from tests.integration.api.conftest import assert_problem, error_fields
 from tests.integration.workflows.support import WebhookServer, make_workflow, run_due_jobs
-from workflows.application.executions import ExecutionService
+from workflows.application.runs import starting
+from workflows.application.runs.operating import cancel_run
 from workflows.application.workflows import WorkflowService
 from workflows.models import ExecutionLog, WorkflowExecution
 
@@ -30,7 +31,7 @@ def run_path(run_or_id, action: str = "") -> str:
 
 
 def start_run(workflow, contact, **kwargs) -> WorkflowExecution:
-    return ExecutionService().start(workflow_id=workflow.pk, contact_id=contact.pk, **kwargs).execution
+    return starting.start_run(workflow_id=workflow.pk, contact_id=contact.pk, **kwargs).execution
 
 
 def log(run, index: int, outcome: str = "succeeded", **fields) -> ExecutionLog:
@@ -413,7 +414,7 @@ def test_list_filters(owner_api, account, other_account, contact):
     other_contact = ContactFactory(account=account)
     a = start_run(first, contact)
     b = start_run(second, other_contact)
-    ExecutionService().cancel(execution_id=b.pk)
+    cancel_run(execution_id=b.pk)
     foreign = make_workflow(other_account, [TAG_STEP])
 
     def ids(query: str) -> set[str]:

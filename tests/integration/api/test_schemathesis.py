@@ -29,7 +29,8 @@ from accounts.application.tokens import api_token_create
 from jobs.domain.states import JobStatus
 from tests.factories import ContactFactory, MembershipFactory, UserFactory
 from tests.integration.workflows.support import make_workflow
-from workflows.application.executions import ExecutionService
+from workflows.application.runs.operating import pause_run
+from workflows.application.runs.starting import start_run
 from workflows.application.workflows import WorkflowService
 from workflows.models import ExecutionLog, WorkflowExecution
 
@@ -102,9 +103,8 @@ def _workflows(account) -> list:
 
 def _runs(workflow, contacts) -> list:
     """Runs in several states, one with a log row."""
-    service = ExecutionService()
-    runs = [service.start(workflow_id=workflow.pk, contact_id=c.pk).execution for c in contacts]
-    service.pause(execution_id=runs[1].pk)
+    runs = [start_run(workflow_id=workflow.pk, contact_id=c.pk).execution for c in contacts]
+    pause_run(execution_id=runs[1].pk)
     WorkflowExecution.objects.filter(pk=runs[2].pk).update(status="failed", last_error="ServerFailure: 503")
     ExecutionLog.objects.create(
         execution=runs[2],

@@ -6,7 +6,7 @@ from django.urls import reverse
 from contacts.models import Contact
 from jobs.models import Job
 from tests.integration.workflows.support import make_workflow
-from workflows.application.executions import ExecutionService
+from workflows.application.runs.starting import start_run
 from workflows.infrastructure.models import WorkflowExecution
 
 pytestmark = pytest.mark.django_db
@@ -20,7 +20,7 @@ def admin_client(client, superuser):
 
 def test_deleting_a_contact_in_the_admin_stops_its_runs(admin_client, account, contact):
     workflow = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "a"}}])
-    run = ExecutionService().start(workflow_id=workflow.pk, contact_id=contact.pk).execution
+    run = start_run(workflow_id=workflow.pk, contact_id=contact.pk).execution
     response = admin_client.post(reverse("admin:contacts_contact_delete", args=[contact.pk]), {"post": "yes"})
     assert response.status_code == 302
     assert not Contact.objects.filter(pk=contact.pk).exists()
@@ -33,7 +33,7 @@ def test_deleting_contacts_in_bulk_in_the_admin_stops_their_runs(admin_client, a
 
     other = ContactFactory(account=account)
     workflow = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "a"}}])
-    runs = [ExecutionService().start(workflow_id=workflow.pk, contact_id=c.pk).execution for c in (contact, other)]
+    runs = [start_run(workflow_id=workflow.pk, contact_id=c.pk).execution for c in (contact, other)]
     response = admin_client.post(
         reverse("admin:contacts_contact_changelist"),
         {"action": "delete_selected", "_selected_action": [contact.pk, other.pk], "post": "yes"},

@@ -21,7 +21,7 @@ from contacts.infrastructure.store import ContactStore
 from contacts.models import Contact
 from tests.factories import AccountFactory, ContactFactory
 from tests.integration.workflows.support import make_workflow
-from workflows.application.executions import ExecutionService
+from workflows.application.runs.starting import start_run
 from workflows.infrastructure.models import WorkflowExecution
 from workflows.infrastructure.store import RunStore
 
@@ -50,11 +50,11 @@ def test_a_locked_contact_still_takes_new_rows_that_reference_it(take_lock: Call
     workflow = make_workflow(account, [TAG_STEP])
     started: list[object] = []
 
-    def start_run() -> None:  # another connection, with a short lock wait: without the fix it fails fast
+    def start_elsewhere() -> None:  # another connection, with a short lock wait: without the fix it fails fast
         try:
             with connection.cursor() as cursor:
                 cursor.execute("SET lock_timeout = '2s'")
-            started.append(ExecutionService().start(workflow_id=workflow.pk, contact_id=contact.pk))
+            started.append(start_run(workflow_id=workflow.pk, contact_id=contact.pk))
         except Exception as exc:
             started.append(exc)
         finally:
@@ -70,7 +70,7 @@ def test_a_locked_contact_still_takes_new_rows_that_reference_it(take_lock: Call
                 [contact.pk],
             )
             other.commit()
-        starter = threading.Thread(target=start_run)
+        starter = threading.Thread(target=start_elsewhere)
         starter.start()
         starter.join(10)
     assert len(started) == 1
@@ -93,7 +93,7 @@ def _step_and_delete_at_once(account, workflow) -> list[BaseException]:
     """One tag step (its run locked, then the contact tagged) and one delete of the same contact, interleaved
     so the delete comes while the step holds its run's lock."""
     contact = ContactFactory(account=account)
-    run = ExecutionService().start(workflow_id=workflow.pk, contact_id=contact.pk).execution
+    run = start_run(workflow_id=workflow.pk, contact_id=contact.pk).execution
     deleter_pid: dict[str, int] = {}
     run_locked = threading.Event()
     errors: list[BaseException] = []
@@ -187,7 +187,7 @@ def test_concurrent_deletes_and_tag_adds_finish_without_deadlocks():
     manual = make_workflow(account, [TAG_STEP], name="manual")
     for _ in range(5):
         contact = ContactFactory(account=account)
-        ExecutionService().start(workflow_id=manual.pk, contact_id=contact.pk)
+        start_run(workflow_id=manual.pk, contact_id=contact.pk)
         assert _tag_and_delete_at_once(contact.pk) == []
         assert not Contact.objects.filter(pk=contact.pk).exists()
 

@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 
 from tests.integration.workflows.support import make_workflow, run_due_jobs
-from workflows.application.executions import ExecutionService
+from workflows.application.runs.starting import start_run
 from workflows.infrastructure.models import Workflow, WorkflowExecution, WorkflowStep, WorkflowVersion
 
 pytestmark = pytest.mark.django_db
@@ -160,7 +160,7 @@ def test_a_refused_start_shows_the_reason(admin_client, account, contact):
 
 def test_run_actions_call_the_services(admin_client, account, contact):
     workflow = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "x"}}])
-    run = ExecutionService().start(workflow_id=workflow.pk, contact_id=contact.pk).execution
+    run = start_run(workflow_id=workflow.pk, contact_id=contact.pk).execution
     changelist = reverse("admin:workflows_workflowexecution_changelist")
     admin_client.post(changelist, {"action": "pause_runs", "_selected_action": [run.pk]})
     run.refresh_from_db()
@@ -185,7 +185,7 @@ def test_a_viewer_may_watch_runs_but_not_move_them(client, account, contact):
     viewer.user_permissions.add(*Permission.objects.filter(codename__in=["view_workflowexecution", "view_workflow"]))
     client.force_login(viewer)
     workflow = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "x"}}])
-    run = ExecutionService().start(workflow_id=workflow.pk, contact_id=contact.pk).execution
+    run = start_run(workflow_id=workflow.pk, contact_id=contact.pk).execution
     assert client.get(reverse("admin:workflows_workflowexecution_change", args=[run.pk])).status_code == 200
     client.post(
         reverse("admin:workflows_workflowexecution_changelist"), {"action": "pause_runs", "_selected_action": [run.pk]}
@@ -259,8 +259,8 @@ def test_a_staff_member_of_one_account_never_reaches_another_accounts_workflows(
     assert "No contact with this id or email address" in response.content.decode()
     assert not WorkflowExecution.objects.exists()
 
-    their_run = ExecutionService().start(workflow_id=theirs.pk, contact_id=their_contact.pk).execution
-    my_run = ExecutionService().start(workflow_id=mine.pk, contact_id=my_contact.pk).execution
+    their_run = start_run(workflow_id=theirs.pk, contact_id=their_contact.pk).execution
+    my_run = start_run(workflow_id=mine.pk, contact_id=my_contact.pk).execution
     runs = staff_of_a.get(reverse("admin:workflows_workflowexecution_changelist")).content.decode()
     assert str(my_run.pk) in runs
     assert str(their_run.pk) not in runs

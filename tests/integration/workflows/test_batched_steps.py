@@ -1,4 +1,4 @@
-"""Steps claimed together: `ExecutionService.run_steps` (the `workflow_step` batch handler).
+"""Steps claimed together: `run_steps` (workflows.application.runs.batches, the `workflow_step` batch handler).
 
 `run_step`, one job at a time, is the reference: a batch must leave every run, contact, log row and job
 exactly as running its jobs one by one would, and what it cannot carry out it returns untouched for
@@ -27,16 +27,14 @@ from jobs.infrastructure.store import Finished, get_store
 from tests.factories import ContactFactory
 from tests.integration.integrations.servers import HttpSink
 from tests.integration.workflows.support import TEST_WORKER, make_workflow
-from workflows.application.executions import RESUME_HANDLER, STEP_HANDLER, ExecutionService
+from workflows.application.runs.batches import run_steps
+from workflows.application.runs.moves import RESUME_HANDLER, STEP_HANDLER
+from workflows.application.runs.operating import pause_run, resume_run
+from workflows.application.runs.starting import start_run, start_runs
 from workflows.infrastructure.models import ExecutionLog, WorkflowExecution
 
 # Claims commit on their own: these tests commit too.
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def service():
-    return ExecutionService()
 
 
 @pytest.fixture
@@ -47,8 +45,8 @@ def sink():
     server.stop()
 
 
-def start(service, workflow, contact, **trigger: Any) -> WorkflowExecution:
-    return service.start(workflow_id=workflow.pk, contact_id=contact.pk, trigger_data=trigger).execution
+def start(workflow, contact, **trigger: Any) -> WorkflowExecution:
+    return start_run(workflow_id=workflow.pk, contact_id=contact.pk, trigger_data=trigger).execution
 
 
 def claim(limit: int = 100) -> list[BatchItem]:
@@ -75,10 +73,10 @@ def one_by_one(items: list[BatchItem]) -> None:
         acknowledge([(payload, job)])
 
 
-def as_worker(service, items: list[BatchItem]) -> list[BatchItem]:
+def as_worker(items: list[BatchItem]) -> list[BatchItem]:
     """run_steps, then what the worker does after it: acknowledge what it neither completed nor left, and
     run what it left one by one. Returns what it left."""
-    left = service.run_steps(items)
+    left = run_steps(items)
     left_ids = {job.id for _payload, job in left}
     acknowledge([item for item in items if item[1].id not in left_ids])
     one_by_one(left)
@@ -106,7 +104,7 @@ def job_status(job_id) -> str:
     return Job.objects.values_list("status", flat=True).get(pk=job_id)
 
 
-def test_run_steps_is_the_workflow_step_batch_handler(service):
+def test_run_steps_is_the_workflow_step_batch_handler():
     assert get_batch_handler(STEP_HANDLER) is not None
     assert get_batch_handler(RESUME_HANDLER) is None
 
@@ -165,17 +163,17 @@ def snapshot(run: WorkflowExecution) -> dict[str, Any]:
     }
 
 
-def test_internal_steps_of_several_runs_end_as_run_step_leaves_them(service, account):
+def test_internal_steps_of_several_runs_end_as_run_step_leaves_them(account):
     """Three runs go through their internal steps in batches; three twins with the same input go one by one."""
     workflow = make_workflow(account, INTERNAL_STEPS)
     inputs = [{"tag": f"t{i}", "surname": f"Surname {i}", "plan": f"plan-{i}"} for i in range(3)]
-    batched = [start(service, workflow, ContactFactory(account=account, tags=["old", "x"]), **t) for t in inputs]
-    alone = [start(service, workflow, ContactFactory(account=account, tags=["old", "x"]), **t) for t in inputs]
+    batched = [start(workflow, ContactFactory(account=account, tags=["old", "x"]), **t) for t in inputs]
+    alone = [start(workflow, ContactFactory(account=account, tags=["old", "x"]), **t) for t in inputs]
     for step in range(4):  # add_tag, update_contact, remove_tag, wait
         claimed = claim()
         assert len(claimed) == 6, step
         batch = items_of(claimed, *batched)
-        assert service.run_steps(batch) == []  # all carried out: nothing left
+        assert run_steps(batch) == []  # all carried out: nothing left
         assert all(job.completed_in_transaction for _payload, job in batch)  # completed with their step
         one_by_one(items_of(claimed, *alone))
         for run in batched:
@@ -200,7 +198,7 @@ def test_internal_steps_of_several_runs_end_as_run_step_leaves_them(service, acc
     assert claim() == []
 
 
-def test_a_failing_action_rolls_the_batch_back_and_each_run_records_its_own_outcome(service, account):
+def test_a_failing_action_rolls_the_batch_back_and_each_run_records_its_own_outcome(account):
     workflow = make_workflow(
         account,
         [
@@ -211,12 +209,12 @@ def test_a_failing_action_rolls_the_batch_back_and_each_run_records_its_own_outc
     )
     contacts = [ContactFactory(account=account) for _ in range(3)]
     emails = ["one@example.com", "not-an-email", "three@example.com"]
-    runs = [start(service, workflow, c, email=e) for c, e in zip(contacts, emails, strict=True)]
-    as_worker(service, claim())  # add_tag "before", together
+    runs = [start(workflow, c, email=e) for c, e in zip(contacts, emails, strict=True)]
+    as_worker(claim())  # add_tag "before", together
     items = claim()
     assert len(items) == 3
     jobs_before = Job.objects.count()
-    left = service.run_steps(items)
+    left = run_steps(items)
     # The bad email refuses the whole batch: every item back, nothing stored, no job completed.
     assert ids(left) == ids(items)
     assert not any(job.completed_in_transaction for _payload, job in items)
@@ -242,14 +240,14 @@ def test_a_failing_action_rolls_the_batch_back_and_each_run_records_its_own_outc
 
 
 @pytest.mark.parametrize("action", ["add_tag", "webhook"])
-def test_two_runs_of_one_contact_in_a_batch_one_runs_the_other_is_left(service, account, sink, action):
+def test_two_runs_of_one_contact_in_a_batch_one_runs_the_other_is_left(account, sink, action):
     config = {"tag": "seen"} if action == "add_tag" else {"url": sink.url("/ok")}
     workflow = make_workflow(account, [{"action_type": action, "config": config}])
     shared, other = ContactFactory(account=account), ContactFactory(account=account)
-    first, second, third = (start(service, workflow, c) for c in (shared, shared, other))
+    first, second, third = (start(workflow, c) for c in (shared, shared, other))
     items = claim()
     assert len(items) == 3
-    left = service.run_steps(items)
+    left = run_steps(items)
     assert len(left) == 1
     [(payload, job)] = left
     assert payload["execution_id"] in (str(first.pk), str(second.pk))
@@ -273,16 +271,16 @@ def test_two_runs_of_one_contact_in_a_batch_one_runs_the_other_is_left(service, 
 
 
 @pytest.mark.parametrize("action", ["add_tag", "webhook"])
-def test_a_stale_job_is_returned_untouched_and_the_others_run(service, account, sink, action):
+def test_a_stale_job_is_returned_untouched_and_the_others_run(account, sink, action):
     config = {"tag": "seen"} if action == "add_tag" else {"url": sink.url("/ok")}
     workflow = make_workflow(account, [{"action_type": action, "config": config}])
-    stale_run, other = (start(service, workflow, ContactFactory(account=account)) for _ in range(2))
+    stale_run, other = (start(workflow, ContactFactory(account=account)) for _ in range(2))
     stale_job = stale_run.next_job_id
     items = claim()
     assert len(items) == 2
     holder = uuid.uuid4()  # the run has moved on: another job holds its next move now
     WorkflowExecution.objects.filter(pk=stale_run.pk).update(next_job_id=holder)
-    left = service.run_steps(items)
+    left = run_steps(items)
     assert ids(left) == {stale_job}
     assert not left[0][1].completed_in_transaction
     assert job_status(stale_job) == "running"
@@ -299,15 +297,15 @@ def test_a_stale_job_is_returned_untouched_and_the_others_run(service, account, 
 
 
 @pytest.mark.parametrize("action", ["add_tag", "webhook"])
-def test_a_duplicate_job_of_a_run_in_the_batch_changes_nothing(service, account, sink, action):
+def test_a_duplicate_job_of_a_run_in_the_batch_changes_nothing(account, sink, action):
     config = {"tag": "seen"} if action == "add_tag" else {"url": sink.url("/ok")}
     workflow = make_workflow(account, [{"action_type": action, "config": config}])
-    run, other = (start(service, workflow, ContactFactory(account=account)) for _ in range(2))
+    run, other = (start(workflow, ContactFactory(account=account)) for _ in range(2))
     payload = {"execution_id": str(run.pk), "step_index": 0, "version_id": str(run.version_id)}
     duplicate = enqueue(STEP_HANDLER, payload, queue="workflows")  # same run and step, not the job it names
     items = claim()
     assert len(items) == 3
-    as_worker(service, items)
+    as_worker(items)
     for each in (run, other):
         each.refresh_from_db()
         assert each.status == "completed"
@@ -318,25 +316,25 @@ def test_a_duplicate_job_of_a_run_in_the_batch_changes_nothing(service, account,
 
 
 @pytest.mark.parametrize("action", ["add_tag", "webhook"])
-def test_a_batch_of_only_stale_jobs_returns_them_all(service, account, sink, action):
+def test_a_batch_of_only_stale_jobs_returns_them_all(account, sink, action):
     """Every job of the batch is stale (the runs moved on): nothing to carry out, everything returned."""
     config = {"tag": "seen"} if action == "add_tag" else {"url": sink.url("/ok")}
     workflow = make_workflow(account, [{"action_type": action, "config": config}])
-    runs = [start(service, workflow, ContactFactory(account=account)) for _ in range(2)]
+    runs = [start(workflow, ContactFactory(account=account)) for _ in range(2)]
     one_by_one(claim())  # the runs complete
     for run in runs:
         payload = {"execution_id": str(run.pk), "step_index": 0, "version_id": str(run.version_id)}
         enqueue(STEP_HANDLER, payload, queue="workflows")
     items = claim()
     assert len(items) == 2
-    left = service.run_steps(items)
+    left = run_steps(items)
     assert ids(left) == ids(items)
     assert {job_status(job.id) for _payload, job in items} == {"running"}
 
 
-def test_paused_cancelled_and_unhinted_jobs_are_left_to_run_step(service, account):
+def test_paused_cancelled_and_unhinted_jobs_are_left_to_run_step(account):
     workflow = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "seen"}}])
-    plain, paused, cancelled, unhinted = (start(service, workflow, ContactFactory(account=account)) for _ in range(4))
+    plain, paused, cancelled, unhinted = (start(workflow, ContactFactory(account=account)) for _ in range(4))
     # Paused and cancelled while their jobs were already claimed (the jobs still name them).
     WorkflowExecution.objects.filter(pk=paused.pk).update(status="paused", paused_from="queued")
     WorkflowExecution.objects.filter(pk=cancelled.pk).update(status="cancelled", completed_at=timezone.now())
@@ -345,7 +343,7 @@ def test_paused_cancelled_and_unhinted_jobs_are_left_to_run_step(service, accoun
     )
     items = claim()
     assert len(items) == 4
-    left = service.run_steps(items)
+    left = run_steps(items)
     assert {payload["execution_id"] for payload, _job in left} == {str(r.pk) for r in (paused, cancelled, unhinted)}
     plain.refresh_from_db()
     assert (plain.status, logs(plain)) == ("completed", [(0, "add_tag", 1, "succeeded")])
@@ -360,13 +358,13 @@ def test_paused_cancelled_and_unhinted_jobs_are_left_to_run_step(service, accoun
     assert {job_status(job.id) for _payload, job in items} == {"completed"}
 
 
-def test_a_lone_internal_step_beside_external_ones_is_left_to_run_step(service, account, sink):
+def test_a_lone_internal_step_beside_external_ones_is_left_to_run_step(account, sink):
     tagging = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "seen"}}], name="tag")
     calling = make_workflow(account, [{"action_type": "webhook", "config": {"url": sink.url("/ok")}}], name="call")
-    tag_run = start(service, tagging, ContactFactory(account=account))
-    call_runs = [start(service, calling, ContactFactory(account=account)) for _ in range(2)]
+    tag_run = start(tagging, ContactFactory(account=account))
+    call_runs = [start(calling, ContactFactory(account=account)) for _ in range(2)]
     items = claim()
-    left = service.run_steps(items)
+    left = run_steps(items)
     assert {payload["execution_id"] for payload, _job in left} == {str(tag_run.pk)}
     for run in call_runs:
         run.refresh_from_db()
@@ -376,7 +374,7 @@ def test_a_lone_internal_step_beside_external_ones_is_left_to_run_step(service, 
 
 
 # --- external steps ------------------------------------------------------------------------------
-def test_webhooks_in_a_batch_each_record_their_own_outcome(service, account, sink):
+def test_webhooks_in_a_batch_each_record_their_own_outcome(account, sink):
     workflow = make_workflow(
         account,
         [
@@ -385,11 +383,11 @@ def test_webhooks_in_a_batch_each_record_their_own_outcome(service, account, sin
         ],
     )
     codes = [200, 503, 200, 200]
-    runs = [start(service, workflow, ContactFactory(account=account), code=c) for c in codes]
+    runs = [start(workflow, ContactFactory(account=account), code=c) for c in codes]
     items = claim()
     assert len(items) == 4
     before = timezone.now()
-    assert service.run_steps(items) == []
+    assert run_steps(items) == []
     assert all(job.completed_in_transaction for _payload, job in items)
     assert len(sink.requests_to("/status/200")) == 3
     assert len(sink.requests_to("/status/503")) == 1
@@ -414,14 +412,14 @@ def test_webhooks_in_a_batch_each_record_their_own_outcome(service, account, sin
     assert set(Job.objects.filter(pk__in=ids(items)).values_list("status", flat=True)) == {"completed"}
 
 
-def test_a_lost_lease_costs_only_its_own_outcome(service, account, sink):
+def test_a_lost_lease_costs_only_its_own_outcome(account, sink):
     """Recording together fails (one job is no longer held): each is recorded on its own, as run_step would."""
     workflow = make_workflow(account, [{"action_type": "webhook", "config": {"url": sink.url("/ok")}}])
-    runs = [start(service, workflow, ContactFactory(account=account)) for _ in range(3)]
+    runs = [start(workflow, ContactFactory(account=account)) for _ in range(3)]
     items = claim()
     lost_run = runs[1]
     Job.objects.filter(pk=lost_run.next_job_id).update(worker_id="another-worker")  # its lease passed meanwhile
-    assert service.run_steps(items) == []
+    assert run_steps(items) == []
     assert len(sink.requests_to("/ok")) == 3  # every action ran
     for run in (runs[0], runs[2]):
         run.refresh_from_db()
@@ -440,15 +438,15 @@ def test_a_lost_lease_costs_only_its_own_outcome(service, account, sink):
 
 
 @pytest.mark.postgres
-def test_an_outcome_the_database_refuses_costs_only_its_own_step(service, account, sink, log_rows_refused_when_secret):
+def test_an_outcome_the_database_refuses_costs_only_its_own_step(account, sink, log_rows_refused_when_secret):
     workflow = make_workflow(
         account,
         [{"action_type": "webhook", "config": {"url": sink.url("/echo"), "body": {"note": "{{ trigger.note }}"}}}],
     )
     notes = ["fine", "SECRET", "fine too"]
-    runs = [start(service, workflow, ContactFactory(account=account), note=n) for n in notes]
+    runs = [start(workflow, ContactFactory(account=account), note=n) for n in notes]
     items = claim()
-    assert service.run_steps(items) == []
+    assert run_steps(items) == []
     assert len(sink.requests_to("/echo")) == 3  # each action once: recording again does not call out again
     outcomes = {}
     for run, note in zip(runs, notes, strict=True):
@@ -476,7 +474,7 @@ class PausingSink(HttpSink):
             def pause() -> None:
                 try:
                     run_id = WorkflowExecution.objects.values_list("pk", flat=True).get(contact_id=contact_id)
-                    ExecutionService().pause(execution_id=run_id)
+                    pause_run(execution_id=run_id)
                 finally:
                     connection.close()
 
@@ -488,7 +486,7 @@ class PausingSink(HttpSink):
         super().answer(handler, request)
 
 
-def test_a_pause_while_a_batched_webhook_is_in_flight_records_the_step_and_holds_the_next(service, account):
+def test_a_pause_while_a_batched_webhook_is_in_flight_records_the_step_and_holds_the_next(account):
     sink = PausingSink().start()
     try:
         workflow = make_workflow(
@@ -498,11 +496,11 @@ def test_a_pause_while_a_batched_webhook_is_in_flight_records_the_step_and_holds
                 {"action_type": "add_tag", "config": {"tag": "next"}},
             ],
         )
-        paused = start(service, workflow, ContactFactory(account=account), then="pause")
-        other = start(service, workflow, ContactFactory(account=account), then="pass")
+        paused = start(workflow, ContactFactory(account=account), then="pause")
+        other = start(workflow, ContactFactory(account=account), then="pass")
         items = claim()
         assert len(items) == 2
-        assert service.run_steps(items) == []
+        assert run_steps(items) == []
         assert sorted(r.path.split("/")[1] for r in sink.requests) == ["pass", "pause"]
     finally:
         sink.stop()
@@ -515,13 +513,13 @@ def test_a_pause_while_a_batched_webhook_is_in_flight_records_the_step_and_holds
     assert (other.status, other.current_step_index) == ("queued", 1)
     assert job_status(other.next_job_id) == "pending"
     assert {job_status(job.id) for _payload, job in items} == {"completed"}
-    service.resume(execution_id=paused.pk)
+    resume_run(execution_id=paused.pk)
     paused.refresh_from_db()
     assert (paused.status, job_status(paused.next_job_id)) == ("queued", "pending")
 
 
 # --- through the worker ----------------------------------------------------------------------------
-def test_a_worker_carries_many_runs_through_the_batch_handler(service, account, sink):
+def test_a_worker_carries_many_runs_through_the_batch_handler(account, sink):
     """The in-process worker claims steps together: every run completes with one log row per step, and
     runs shared a batch (their log rows share the batch's clock reading; run_step reads its own)."""
     workflow = make_workflow(
@@ -534,7 +532,7 @@ def test_a_worker_carries_many_runs_through_the_batch_handler(service, account, 
         ],
     )
     contacts = ContactFactory.create_batch(6, account=account)
-    started = service.start_many(workflow_id=workflow.pk, contact_ids=[c.pk for c in contacts])
+    started = start_runs(workflow_id=workflow.pk, contact_ids=[c.pk for c in contacts])
     worker = Worker(queues=["workflows"], concurrency=1, burst=True, install_signal_handlers=False)
     assert worker.run() == 0
     runs = WorkflowExecution.objects.filter(pk__in=started.execution_ids)
@@ -564,7 +562,7 @@ def test_a_worker_carries_many_runs_through_the_batch_handler(service, account, 
     ],
     ids=["add_tag", "update_contact"],
 )
-def test_a_batch_costs_a_few_statements_plus_each_action_s_own(service, account, first_step):
+def test_a_batch_costs_a_few_statements_plus_each_action_s_own(account, first_step):
     """A regression guard for what batching is for; bench/workflow_throughput.py measures the speed itself.
 
     Ten runs at an add_tag or update_contact step: on PostgreSQL, lock the runs, lock their contacts, per
@@ -576,11 +574,11 @@ def test_a_batch_costs_a_few_statements_plus_each_action_s_own(service, account,
     from django.test.utils import CaptureQueriesContext
 
     workflow = make_workflow(account, [first_step, {"action_type": "add_tag", "config": {"tag": "b"}}])
-    runs = [start(service, workflow, ContactFactory(account=account)) for _ in range(10)]
+    runs = [start(workflow, ContactFactory(account=account)) for _ in range(10)]
     items = claim()
     assert len(items) == 10
     with CaptureQueriesContext(connection) as queries:
-        left = service.run_steps(items)
+        left = run_steps(items)
     assert left == []
     counted = [
         q["sql"]
@@ -597,16 +595,16 @@ def test_a_batch_costs_a_few_statements_plus_each_action_s_own(service, account,
     assert Job.objects.filter(handler=STEP_HANDLER, status="pending").count() == 10
 
 
-def test_no_external_action_starts_after_the_batch_s_time_is_up(service, account, sink, monkeypatch):
+def test_no_external_action_starts_after_the_batch_s_time_is_up(account, sink, monkeypatch):
     """A batch stops starting actions past EXTERNAL_BATCH_SECONDS: what is left (marked ACTIVE, not yet
     called) runs one by one, each action once."""
-    from workflows.application import executions
+    from workflows.application.runs import batches
 
-    monkeypatch.setattr(executions, "EXTERNAL_BATCH_SECONDS", 0.0)
+    monkeypatch.setattr(batches, "EXTERNAL_BATCH_SECONDS", 0.0)
     workflow = make_workflow(account, [{"action_type": "webhook", "config": {"url": sink.url("/ok")}}])
-    runs = [start(service, workflow, ContactFactory(account=account)) for _ in range(3)]
+    runs = [start(workflow, ContactFactory(account=account)) for _ in range(3)]
     items = claim()
-    left = service.run_steps(items)
+    left = run_steps(items)
     assert ids(left) == ids(items)
     assert sink.requests_to("/ok") == []  # nothing called out in the batch
     one_by_one(left)
@@ -617,27 +615,27 @@ def test_no_external_action_starts_after_the_batch_s_time_is_up(service, account
         assert logs(run) == [(0, "webhook", 1, "succeeded")]
 
 
-def test_what_took_effect_is_recorded_before_an_error_in_the_batch_goes_on(service, account, sink, monkeypatch):
+def test_what_took_effect_is_recorded_before_an_error_in_the_batch_goes_on(account, sink, monkeypatch):
     """An infrastructure error after some actions ran: those are recorded at once (their jobs complete), and
     the error goes on to the worker, which runs the rest one by one; no action runs twice."""
-    from workflows.application import executions
+    from workflows.application.runs import batches
 
     workflow = make_workflow(account, [{"action_type": "webhook", "config": {"url": sink.url("/ok")}}])
-    runs = [start(service, workflow, ContactFactory(account=account)) for _ in range(3)]
+    runs = [start(workflow, ContactFactory(account=account)) for _ in range(3)]
     items = claim()
-    real_step_run = executions.ExecutionService._step_run
+    real_step_run = batches.step_run
     calls = []
 
-    def failing_on_the_second(self, *args, **kwargs):
+    def failing_on_the_second(*args, **kwargs):
         calls.append(1)
         if len(calls) == 2:
             raise RuntimeError("the version cache is away")
-        return real_step_run(self, *args, **kwargs)
+        return real_step_run(*args, **kwargs)
 
-    monkeypatch.setattr(executions.ExecutionService, "_step_run", failing_on_the_second)
+    monkeypatch.setattr(batches, "step_run", failing_on_the_second)
     with pytest.raises(RuntimeError):
-        service.run_steps(items)
-    monkeypatch.setattr(executions.ExecutionService, "_step_run", real_step_run)
+        run_steps(items)
+    monkeypatch.setattr(batches, "step_run", real_step_run)
     done = [item for item in items if item[1].completed_in_transaction]
     assert len(done) == 1
     assert len(sink.requests_to("/ok")) == 1

@@ -8,7 +8,8 @@ from django.db import connection
 from jobs.infrastructure.models import Job
 from tests.factories import AccountFactory, ContactFactory
 from tests.integration.workflows.support import make_workflow, run_due_jobs
-from workflows.application.executions import ExecutionService
+from workflows.application.runs.operating import pause_run, resume_run
+from workflows.application.runs.starting import start_run, start_runs
 from workflows.domain.errors import ConcurrentExecutionLimitError, WorkflowNotActive, WorkflowValidationError
 from workflows.infrastructure.models import ExecutionLog, WorkflowExecution
 
@@ -19,11 +20,9 @@ TAG_STEP = {"action_type": "add_tag", "config": {"tag": "done"}}
 def test_start_many_enrolls_a_list_in_one_go(account):
     workflow = make_workflow(account, [TAG_STEP], reenrollment="never")
     contacts = ContactFactory.create_batch(5, account=account)
-    ExecutionService().start(workflow_id=workflow.pk, contact_id=contacts[0].pk)
+    start_run(workflow_id=workflow.pk, contact_id=contacts[0].pk)
     ids = [c.pk for c in contacts]
-    result = ExecutionService().start_many(
-        workflow_id=workflow.pk, contact_ids=[*ids, ids[1]], trigger_data={"campaign": "spring"}
-    )
+    result = start_runs(workflow_id=workflow.pk, contact_ids=[*ids, ids[1]], trigger_data={"campaign": "spring"})
     assert len(result.execution_ids) == 4  # the duplicate id counts once
     assert result.skipped == [(ids[0], "the contact was already enrolled in this workflow (re-enrollment: never)")]
     runs = WorkflowExecution.objects.filter(pk__in=result.execution_ids)
@@ -44,7 +43,7 @@ def test_start_many_is_all_or_nothing_against_the_limit(account):
     workflow = make_workflow(account, [TAG_STEP])
     contacts = ContactFactory.create_batch(4, account=account)
     with pytest.raises(ConcurrentExecutionLimitError):
-        ExecutionService().start_many(workflow_id=workflow.pk, contact_ids=[c.pk for c in contacts])
+        start_runs(workflow_id=workflow.pk, contact_ids=[c.pk for c in contacts])
     assert not WorkflowExecution.objects.exists()
     assert not Job.objects.exists()
 
@@ -62,7 +61,7 @@ def test_start_many_is_all_or_nothing_against_the_limit(account):
 def test_start_many_refuses_bad_lists(account, contact_ids, reason):
     workflow = make_workflow(account, [TAG_STEP])
     with pytest.raises(WorkflowValidationError) as info:
-        ExecutionService().start_many(workflow_id=workflow.pk, contact_ids=contact_ids)
+        start_runs(workflow_id=workflow.pk, contact_ids=contact_ids)
     assert reason in info.value.as_dict()["contact_ids"][0]
 
 
@@ -71,11 +70,11 @@ def test_start_many_refuses_unknown_contacts_and_inactive_workflows(account, oth
     workflow = make_workflow(account, [TAG_STEP])
     stranger = ContactFactory(account=other_account)
     with pytest.raises(WorkflowValidationError) as info:
-        ExecutionService().start_many(workflow_id=workflow.pk, contact_ids=[contact.pk, stranger.pk])
+        start_runs(workflow_id=workflow.pk, contact_ids=[contact.pk, stranger.pk])
     assert info.value.as_dict() == {"contact_ids": [f"no such contacts in this account: {stranger.pk}"]}
     draft = make_workflow(account, [TAG_STEP], publish=False)
     with pytest.raises(WorkflowNotActive):
-        ExecutionService().start_many(workflow_id=draft.pk, contact_ids=[contact.pk])
+        start_runs(workflow_id=draft.pk, contact_ids=[contact.pk])
     assert not WorkflowExecution.objects.exists()
 
 
@@ -93,7 +92,7 @@ def test_concurrent_starts_never_pass_the_limit():
     def start(contact_id: int) -> None:
         try:
             barrier.wait(timeout=10)
-            ExecutionService().start(workflow_id=workflow.pk, contact_id=contact_id)
+            start_run(workflow_id=workflow.pk, contact_id=contact_id)
             result = "started"
         except ConcurrentExecutionLimitError:
             result = "refused"
@@ -125,7 +124,7 @@ def test_the_same_idempotency_key_at_once_gives_one_run():
     def start() -> None:
         try:
             barrier.wait(timeout=10)
-            started = ExecutionService().start(workflow_id=workflow.pk, contact_id=contact.pk, idempotency_key="k1")
+            started = start_run(workflow_id=workflow.pk, contact_id=contact.pk, idempotency_key="k1")
             with lock:
                 results.append((started.execution.pk, started.created))
         finally:
@@ -152,13 +151,13 @@ def test_a_pause_while_the_webhook_is_in_flight_records_the_step_and_holds_the_n
         account,
         [{"action_type": "webhook", "config": {"url": webhook_server.url}}, TAG_STEP],
     )
-    run = ExecutionService().start(workflow_id=workflow.pk, contact_id=contact.pk).execution
+    run = start_run(workflow_id=workflow.pk, contact_id=contact.pk).execution
     seen: list[str] = []
     original_answers = webhook_server.answers
 
     def pause_during_request() -> None:
         try:
-            paused = ExecutionService().pause(execution_id=run.pk)
+            paused = pause_run(execution_id=run.pk)
             seen.append(paused.status)
         finally:
             connection.close()
@@ -179,7 +178,7 @@ def test_a_pause_while_the_webhook_is_in_flight_records_the_step_and_holds_the_n
     assert run.next_job_id is None  # and nothing more is queued while paused
     assert list(ExecutionLog.objects.filter(execution=run).values_list("outcome", flat=True)) == ["succeeded"]
     assert run_due_jobs() == 0
-    ExecutionService().resume(execution_id=run.pk)
+    resume_run(execution_id=run.pk)
     run_due_jobs()
     run.refresh_from_db()
     assert run.status == "completed"

@@ -9,7 +9,7 @@ import pytest
 from contacts.infrastructure.models import Contact
 from jobs.application import notifications
 from tests.integration.workflows.support import make_workflow, run_due_jobs
-from workflows.application.executions import ExecutionService
+from workflows.application.runs.starting import record_event, start_run
 from workflows.infrastructure.models import Workflow, WorkflowExecution, WorkflowVersion
 from workflows.infrastructure.store import trigger_cache
 
@@ -46,7 +46,7 @@ def test_a_workflow_whose_version_does_not_load_is_skipped_and_the_step_goes_on(
     corrupt(broken, [{"action_type": "teleport", "config": {}}])
     good = follower(account, name="Good", tag="welcomed")
     tagger = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "vip"}}], name="Tagger")
-    run = ExecutionService().start(workflow_id=tagger.pk, contact_id=contact.pk).execution
+    run = start_run(workflow_id=tagger.pk, contact_id=contact.pk).execution
     run_due_jobs(limit=1)
     run.refresh_from_db()
     assert run.status == "completed"  # the tag step's transaction was not doomed by the broken candidate
@@ -59,9 +59,7 @@ def test_record_event_reports_the_candidate_that_could_not_start(account, contac
     broken = follower(account, name="Broken")
     corrupt(broken, "not a list")
     good = follower(account, name="Good")
-    outcome = ExecutionService().record_event(
-        account=account.pk, contact=contact.pk, name="tag.added", data={"tag": "vip"}
-    )
+    outcome = record_event(account=account.pk, contact=contact.pk, name="tag.added", data={"tag": "vip"})
     assert [run.workflow_id for run in outcome.started] == [good.pk]
     assert [(s.workflow_id, s.reason) for s in outcome.skipped] == [
         (broken.pk, "the workflow could not be started (see the logs)")
@@ -78,22 +76,16 @@ def test_a_published_version_is_not_validated_again_when_loaded(account, contact
             {"action_type": "update_contact", "config": {"fields": {"retired_field": "x"}}},
         ],
     )
-    outcome = ExecutionService().record_event(
-        account=account.pk, contact=contact.pk, name="tag.added", data={"tag": "vip"}
-    )
+    outcome = record_event(account=account.pk, contact=contact.pk, name="tag.added", data={"tag": "vip"})
     assert [run.workflow_id for run in outcome.started] == [workflow.pk]
     assert outcome.skipped == []
 
 
 def test_a_workflow_paused_behind_a_stale_cache_is_not_started(account, contact, trusted_cache):
     workflow = follower(account, name="Follower")
-    service = ExecutionService()
-    assert (
-        len(service.record_event(account=account.pk, contact=contact.pk, name="tag.added", data={"tag": "vip"}).started)
-        == 1
-    )
+    assert len(record_event(account=account.pk, contact=contact.pk, name="tag.added", data={"tag": "vip"}).started) == 1
     Workflow.objects.filter(pk=workflow.pk).update(status="paused")  # and the notification never came
-    outcome = service.record_event(account=account.pk, contact=contact.pk, name="tag.added", data={"tag": "vip"})
+    outcome = record_event(account=account.pk, contact=contact.pk, name="tag.added", data={"tag": "vip"})
     assert outcome.started == []
     assert WorkflowExecution.objects.filter(workflow=workflow).count() == 1
     assert trigger_cache.get(account.pk, ("tag.added", "vip"))[0] is None  # the stale answer is dropped
@@ -103,11 +95,9 @@ def test_deleting_a_workflow_makes_workers_forget_its_trigger(account, contact, 
     workflow = follower(
         account, name="Follower", trigger={**ON_VIP, "filter": [{"field": "tags", "op": "contains", "value": "nope"}]}
     )
-    ExecutionService().record_event(account=account.pk, contact=contact.pk, name="tag.added", data={"tag": "vip"})
+    record_event(account=account.pk, contact=contact.pk, name="tag.added", data={"tag": "vip"})
     assert trigger_cache.get(account.pk, ("tag.added", "vip"))[0] == [(workflow.pk, workflow.current_version_id)]
     Workflow.objects.get(pk=workflow.pk).delete()  # as the admin's delete does (a workflow without runs)
     assert trigger_cache.get(account.pk, ("tag.added", "vip"))[0] is None
-    outcome = ExecutionService().record_event(
-        account=account.pk, contact=contact.pk, name="tag.added", data={"tag": "vip"}
-    )
+    outcome = record_event(account=account.pk, contact=contact.pk, name="tag.added", data={"tag": "vip"})
     assert (outcome.started, outcome.skipped) == ([], [])

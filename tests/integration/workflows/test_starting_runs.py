@@ -7,7 +7,8 @@ from jobs.infrastructure.models import Job
 from tests.factories import ContactFactory
 from tests.integration.workflows.support import make_workflow, run_due_jobs
 from workflows.application.errors import ContactNotFound, WorkflowNotFound
-from workflows.application.executions import ExecutionService
+from workflows.application.runs.operating import cancel_run, pause_run
+from workflows.application.runs.starting import record_event, start_run
 from workflows.application.workflows import WorkflowService
 from workflows.domain.errors import (
     ConcurrentExecutionLimitError,
@@ -23,14 +24,9 @@ pytestmark = pytest.mark.django_db
 TAG_STEP = {"action_type": "add_tag", "config": {"tag": "done"}}
 
 
-@pytest.fixture
-def service():
-    return ExecutionService()
-
-
-def test_start_queues_the_first_step_on_the_current_version(service, account, contact):
+def test_start_queues_the_first_step_on_the_current_version(account, contact):
     workflow = make_workflow(account, [TAG_STEP, TAG_STEP])
-    started = service.start(workflow_id=workflow.pk, contact_id=contact.pk, trigger_data={"plan": "pro"})
+    started = start_run(workflow_id=workflow.pk, contact_id=contact.pk, trigger_data={"plan": "pro"})
     run = started.execution
     assert started.created
     assert run.status == "queued"
@@ -44,25 +40,25 @@ def test_start_queues_the_first_step_on_the_current_version(service, account, co
     assert job.account_id == account.pk  # per-account fairness applies to steps
 
 
-def test_only_an_active_workflow_takes_runs(service, account, contact):
+def test_only_an_active_workflow_takes_runs(account, contact):
     draft = make_workflow(account, [TAG_STEP], publish=False)
     with pytest.raises(WorkflowNotActive):
-        service.start(workflow_id=draft.pk, contact_id=contact.pk)
+        start_run(workflow_id=draft.pk, contact_id=contact.pk)
     paused = make_workflow(account, [TAG_STEP])
     WorkflowService().pause(workflow_id=paused.pk)
     with pytest.raises(WorkflowNotActive):
-        service.start(workflow_id=paused.pk, contact_id=contact.pk)
+        start_run(workflow_id=paused.pk, contact_id=contact.pk)
     assert not WorkflowExecution.objects.exists()
     assert not Job.objects.exists()
 
 
-def test_start_is_scoped_to_the_account(service, account, other_account, contact):
+def test_start_is_scoped_to_the_account(account, other_account, contact):
     workflow = make_workflow(account, [TAG_STEP])
     with pytest.raises(WorkflowNotFound):
-        service.start(workflow_id=workflow.pk, contact_id=contact.pk, account_id=other_account.pk)
+        start_run(workflow_id=workflow.pk, contact_id=contact.pk, account_id=other_account.pk)
     stranger = ContactFactory(account=other_account)
     with pytest.raises(ContactNotFound):
-        service.start(workflow_id=workflow.pk, contact_id=stranger.pk)
+        start_run(workflow_id=workflow.pk, contact_id=stranger.pk)
 
 
 @pytest.mark.parametrize(
@@ -76,18 +72,18 @@ def test_start_is_scoped_to_the_account(service, account, other_account, contact
         ({"source": "carrier-pigeon"}, "source"),
     ],
 )
-def test_bad_input_is_refused_with_its_field(service, account, contact, kwargs, path):
+def test_bad_input_is_refused_with_its_field(account, contact, kwargs, path):
     workflow = make_workflow(account, [TAG_STEP])
     with pytest.raises(WorkflowValidationError) as info:
-        service.start(workflow_id=workflow.pk, contact_id=contact.pk, **kwargs)
+        start_run(workflow_id=workflow.pk, contact_id=contact.pk, **kwargs)
     assert list(info.value.as_dict()) == [path]
     assert not WorkflowExecution.objects.exists()
 
 
-def test_the_same_idempotency_key_gives_the_same_run(service, account, contact):
+def test_the_same_idempotency_key_gives_the_same_run(account, contact):
     workflow = make_workflow(account, [TAG_STEP])
-    first = service.start(workflow_id=workflow.pk, contact_id=contact.pk, idempotency_key="order-1")
-    again = service.start(workflow_id=workflow.pk, contact_id=contact.pk, idempotency_key="order-1")
+    first = start_run(workflow_id=workflow.pk, contact_id=contact.pk, idempotency_key="order-1")
+    again = start_run(workflow_id=workflow.pk, contact_id=contact.pk, idempotency_key="order-1")
     assert first.created
     assert not again.created
     assert again.execution.pk == first.execution.pk
@@ -95,28 +91,28 @@ def test_the_same_idempotency_key_gives_the_same_run(service, account, contact):
     assert Job.objects.count() == 1
     other = ContactFactory(account=account)
     with pytest.raises(IdempotencyConflict):
-        service.start(workflow_id=workflow.pk, contact_id=other.pk, idempotency_key="order-1")
+        start_run(workflow_id=workflow.pk, contact_id=other.pk, idempotency_key="order-1")
 
 
-def test_idempotency_keys_are_per_account(service, account, other_account, contact):
+def test_idempotency_keys_are_per_account(account, other_account, contact):
     mine = make_workflow(account, [TAG_STEP])
     theirs = make_workflow(other_account, [TAG_STEP])
     stranger = ContactFactory(account=other_account)
-    a = service.start(workflow_id=mine.pk, contact_id=contact.pk, idempotency_key="k").execution
-    b = service.start(workflow_id=theirs.pk, contact_id=stranger.pk, idempotency_key="k").execution
+    a = start_run(workflow_id=mine.pk, contact_id=contact.pk, idempotency_key="k").execution
+    b = start_run(workflow_id=theirs.pk, contact_id=stranger.pk, idempotency_key="k").execution
     assert a.pk != b.pk
 
 
-def test_the_run_beyond_the_limit_is_refused_and_nothing_is_stored(service, account):
+def test_the_run_beyond_the_limit_is_refused_and_nothing_is_stored(account):
     account.max_concurrent_executions = 2
     account.save(update_fields=["max_concurrent_executions"])
     workflow = make_workflow(account, [TAG_STEP])
     contacts = ContactFactory.create_batch(3, account=account)
     for contact in contacts[:2]:
-        service.start(workflow_id=workflow.pk, contact_id=contact.pk)
+        start_run(workflow_id=workflow.pk, contact_id=contact.pk)
     runs, jobs = WorkflowExecution.objects.count(), Job.objects.count()
     with pytest.raises(ConcurrentExecutionLimitError) as info:
-        service.start(workflow_id=workflow.pk, contact_id=contacts[2].pk, idempotency_key="late")
+        start_run(workflow_id=workflow.pk, contact_id=contacts[2].pk, idempotency_key="late")
     assert info.value.limit == 2
     assert info.value.in_progress == 2
     assert (WorkflowExecution.objects.count(), Job.objects.count()) == (runs, jobs)
@@ -124,33 +120,33 @@ def test_the_run_beyond_the_limit_is_refused_and_nothing_is_stored(service, acco
 
 
 @pytest.mark.django_db(transaction=True)  # it runs jobs: a claim commits on its own
-def test_waiting_and_paused_runs_do_not_count_toward_the_limit(service, account):
+def test_waiting_and_paused_runs_do_not_count_toward_the_limit(account):
     account.max_concurrent_executions = 1
     account.save(update_fields=["max_concurrent_executions"])
     workflow = make_workflow(account, [{"action_type": "wait", "config": {"duration": "1h"}}, TAG_STEP])
     first, second, third = ContactFactory.create_batch(3, account=account)
-    run = service.start(workflow_id=workflow.pk, contact_id=first.pk).execution
+    run = start_run(workflow_id=workflow.pk, contact_id=first.pk).execution
     run_due_jobs()
     run.refresh_from_db()
     assert run.status == "waiting"
-    paused = service.start(workflow_id=workflow.pk, contact_id=second.pk).execution
-    service.pause(execution_id=paused.pk)
-    service.start(workflow_id=workflow.pk, contact_id=third.pk)  # one QUEUED now: the limit is reached
+    paused = start_run(workflow_id=workflow.pk, contact_id=second.pk).execution
+    pause_run(execution_id=paused.pk)
+    start_run(workflow_id=workflow.pk, contact_id=third.pk)  # one QUEUED now: the limit is reached
     with pytest.raises(ConcurrentExecutionLimitError):
-        service.start(workflow_id=workflow.pk, contact_id=ContactFactory(account=account).pk)
+        start_run(workflow_id=workflow.pk, contact_id=ContactFactory(account=account).pk)
 
 
 @pytest.mark.parametrize(
     ("rule", "again_while_running", "again_after_end"),
     [("never", False, False), ("after_finish", False, True), ("always", True, True)],
 )
-def test_reenrollment_rules(service, account, contact, rule, again_while_running, again_after_end):
+def test_reenrollment_rules(account, contact, rule, again_while_running, again_after_end):
     workflow = make_workflow(account, [TAG_STEP], reenrollment=rule)
-    first = service.start(workflow_id=workflow.pk, contact_id=contact.pk).execution
+    first = start_run(workflow_id=workflow.pk, contact_id=contact.pk).execution
 
     def try_start() -> bool:
         try:
-            service.start(workflow_id=workflow.pk, contact_id=contact.pk)
+            start_run(workflow_id=workflow.pk, contact_id=contact.pk)
         except EnrollmentRefused as exc:
             refusals.append(str(exc))
             return False
@@ -161,16 +157,16 @@ def test_reenrollment_rules(service, account, contact, rule, again_while_running
     assert try_start() is again_while_running
     WorkflowExecution.objects.exclude(pk=first.pk).delete()
     Job.objects.all().delete()
-    service.cancel(execution_id=first.pk)
+    cancel_run(execution_id=first.pk)
     assert try_start() is again_after_end
     assert all(rule in reason for reason in refusals)
 
 
-def test_events_start_matching_active_workflows(service, account, contact):
+def test_events_start_matching_active_workflows(account, contact):
     order = make_workflow(account, [TAG_STEP], trigger={"type": "event", "event": "order.paid"})
     make_workflow(account, [TAG_STEP], trigger={"type": "event", "event": "order.refunded"})
     make_workflow(account, [TAG_STEP], trigger={"type": "event", "event": "order.paid"}, publish=False)
-    outcome = service.record_event(account=account, contact=contact, name="order.paid", data={"total": 12})
+    outcome = record_event(account=account, contact=contact, name="order.paid", data={"total": 12})
     assert [run.workflow_id for run in outcome.started] == [order.pk]
     run = outcome.started[0]
     assert run.trigger_source == "event"
@@ -179,7 +175,7 @@ def test_events_start_matching_active_workflows(service, account, contact):
     assert outcome.skipped == []
 
 
-def test_event_filters_and_reenrollment_are_reported(service, account, contact):
+def test_event_filters_and_reenrollment_are_reported(account, contact):
     vip = make_workflow(
         account,
         [TAG_STEP],
@@ -190,32 +186,32 @@ def test_event_filters_and_reenrollment_are_reported(service, account, contact):
         },
     )
     once = make_workflow(account, [TAG_STEP], trigger={"type": "event", "event": "order.paid"}, reenrollment="never")
-    first = service.record_event(account=account.pk, contact=contact.pk, name="order.paid")
+    first = record_event(account=account.pk, contact=contact.pk, name="order.paid")
     assert [r.workflow_id for r in first.started] == [once.pk]
     assert [(s.workflow_id, s.reason) for s in first.skipped] == [
         (vip.pk, "the contact does not match the trigger's filter")
     ]
-    second = service.record_event(account=account.pk, contact=contact.pk, name="order.paid")
+    second = record_event(account=account.pk, contact=contact.pk, name="order.paid")
     assert second.started == []
     assert {s.workflow_id for s in second.skipped} == {vip.pk, once.pk}
 
 
-def test_an_event_at_the_limit_skips_instead_of_failing(service, account, contact):
+def test_an_event_at_the_limit_skips_instead_of_failing(account, contact):
     account.max_concurrent_executions = 0
     account.save(update_fields=["max_concurrent_executions"])
     workflow = make_workflow(account, [TAG_STEP], trigger={"type": "event", "event": "ping"})
-    outcome = service.record_event(account=account, contact=contact, name="ping")
+    outcome = record_event(account=account, contact=contact, name="ping")
     assert outcome.started == []
     assert outcome.skipped[0].workflow_id == workflow.pk
     assert "limit is 0" in outcome.skipped[0].reason
 
 
-def test_bad_events_are_refused(service, account, contact):
+def test_bad_events_are_refused(account, contact):
     with pytest.raises(WorkflowValidationError) as info:
-        service.record_event(account=account, contact=contact, name="no spaces please")
+        record_event(account=account, contact=contact, name="no spaces please")
     assert list(info.value.as_dict()) == ["name"]
     with pytest.raises(WorkflowValidationError) as info:
-        service.record_event(account=account, contact=contact, name="ok", data=[1])
+        record_event(account=account, contact=contact, name="ok", data=[1])
     assert list(info.value.as_dict()) == ["data"]
 
 

@@ -20,7 +20,8 @@ from jobs.application.queue import enqueue
 from jobs.infrastructure.models import Job
 from tests.factories import ContactFactory
 from tests.integration.workflows.support import end_wait_now, log_rows, make_due, make_workflow, run_due_jobs
-from workflows.application.executions import ExecutionService
+from workflows.application.runs.operating import cancel_run, pause_run, resume_run, retry_run
+from workflows.application.runs.starting import start_run
 from workflows.application.workflows import WorkflowService
 from workflows.domain.errors import IllegalExecutionTransition
 from workflows.infrastructure.models import ExecutionLog, WorkflowExecution, WorkflowVersion
@@ -30,11 +31,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 _TRANSACTION_CONTROL = re.compile(
     r"\s*(BEGIN( IMMEDIATE)?|COMMIT|ROLLBACK|SAVEPOINT \S+|RELEASE SAVEPOINT \S+)\s*;?\s*$", re.IGNORECASE
 )
-
-
-@pytest.fixture
-def service():
-    return ExecutionService()
 
 
 @pytest.fixture
@@ -52,11 +48,11 @@ def sent_webhooks(monkeypatch):
     return requests
 
 
-def start(service, workflow, contact, **kwargs) -> WorkflowExecution:
-    return service.start(workflow_id=workflow.pk, contact_id=contact.pk, **kwargs).execution
+def start(workflow, contact, **kwargs) -> WorkflowExecution:
+    return start_run(workflow_id=workflow.pk, contact_id=contact.pk, **kwargs).execution
 
 
-def test_five_steps_run_in_order(service, account, contact, webhook_server, sent_webhooks):
+def test_five_steps_run_in_order(account, contact, webhook_server, sent_webhooks):
     workflow = make_workflow(
         account,
         [
@@ -79,7 +75,7 @@ def test_five_steps_run_in_order(service, account, contact, webhook_server, sent
             {"action_type": "send_email", "config": {"subject": "Hi {{ contact.first_name }}", "text": "Welcome"}},
         ],
     )
-    run = start(service, workflow, contact, trigger_data={"surname": "Byron", "plan": "pro"})
+    run = start(workflow, contact, trigger_data={"surname": "Byron", "plan": "pro"})
     assert run_due_jobs() == 3  # tag, update, wait
     run.refresh_from_db()
     assert run.status == "waiting"
@@ -116,10 +112,10 @@ def test_five_steps_run_in_order(service, account, contact, webhook_server, sent
     assert run.context["steps"][3]["json"] == {"ok": True}
 
 
-def test_a_webhook_that_fails_twice_then_succeeds(service, account, contact, webhook_server, sent_webhooks):
+def test_a_webhook_that_fails_twice_then_succeeds(account, contact, webhook_server, sent_webhooks):
     webhook_server.answers = [(503, {}, "down"), (502, {}, "down"), (200, {}, "{}")]
     workflow = make_workflow(account, [{"action_type": "webhook", "config": {"url": webhook_server.url}}])
-    run = start(service, workflow, contact)
+    run = start(workflow, contact)
     run_due_jobs()
     run.refresh_from_db()
     assert run.status == "queued"
@@ -150,7 +146,7 @@ def test_a_webhook_that_fails_twice_then_succeeds(service, account, contact, web
     assert len({r.message_id for r in sent_webhooks}) == 1  # one id for every attempt of the step
 
 
-def test_a_permanent_error_fails_the_run_at_once(service, account, contact, webhook_server):
+def test_a_permanent_error_fails_the_run_at_once(account, contact, webhook_server):
     webhook_server.answers = [(400, {}, "bad")]
     workflow = make_workflow(
         account,
@@ -159,7 +155,7 @@ def test_a_permanent_error_fails_the_run_at_once(service, account, contact, webh
             {"action_type": "add_tag", "config": {"tag": "never"}},
         ],
     )
-    run = start(service, workflow, contact)
+    run = start(workflow, contact)
     run_due_jobs()
     run.refresh_from_db()
     assert run.status == "failed"
@@ -174,10 +170,10 @@ def test_a_permanent_error_fails_the_run_at_once(service, account, contact, webh
     assert "never" not in contact.tags
 
 
-def test_retry_after_is_honoured(service, account, contact, webhook_server):
+def test_retry_after_is_honoured(account, contact, webhook_server):
     webhook_server.answers = [(429, {"Retry-After": "30"}, "slow down"), (200, {}, "")]
     workflow = make_workflow(account, [{"action_type": "webhook", "config": {"url": webhook_server.url}}])
-    run = start(service, workflow, contact)
+    run = start(workflow, contact)
     before = timezone.now()
     run_due_jobs()
     run.refresh_from_db()
@@ -186,12 +182,12 @@ def test_retry_after_is_honoured(service, account, contact, webhook_server):
     assert run.last_error_category == "rate_limit"
 
 
-def test_attempts_run_out(service, account, contact, webhook_server):
+def test_attempts_run_out(account, contact, webhook_server):
     webhook_server.answers = [(500, {}, "")]
     workflow = make_workflow(
         account, [{"action_type": "webhook", "config": {"url": webhook_server.url, "max_attempts": 2}}]
     )
-    run = start(service, workflow, contact)
+    run = start(workflow, contact)
     run_due_jobs()
     make_due(WorkflowExecution.objects.get(pk=run.pk).next_job_id)
     run_due_jobs()
@@ -201,7 +197,7 @@ def test_attempts_run_out(service, account, contact, webhook_server):
     assert ExecutionLog.objects.filter(execution=run).last().response_data["reason"] == "gave up after 2 of 2 attempts"
 
 
-def test_manual_retry_starts_again_from_the_failed_step(service, account, contact, webhook_server):
+def test_manual_retry_starts_again_from_the_failed_step(account, contact, webhook_server):
     webhook_server.answers = [(401, {}, ""), (200, {}, "")]
     workflow = make_workflow(
         account,
@@ -210,12 +206,12 @@ def test_manual_retry_starts_again_from_the_failed_step(service, account, contac
             {"action_type": "webhook", "config": {"url": webhook_server.url}},
         ],
     )
-    run = start(service, workflow, contact)
+    run = start(workflow, contact)
     run_due_jobs()
     run.refresh_from_db()
     assert run.status == "failed"
     assert run.last_error_category == "auth"
-    service.retry(execution_id=run.pk)
+    retry_run(execution_id=run.pk)
     run_due_jobs()
     run.refresh_from_db()
     assert run.status == "completed"
@@ -225,11 +221,11 @@ def test_manual_retry_starts_again_from_the_failed_step(service, account, contac
         (1, "webhook", 1, "succeeded"),
     ]
     with pytest.raises(IllegalExecutionTransition) as info:
-        service.retry(execution_id=run.pk)
+        retry_run(execution_id=run.pk)
     assert info.value.current == "completed"
 
 
-def test_consent_skips_sending_steps_and_the_run_goes_on(service, account):
+def test_consent_skips_sending_steps_and_the_run_goes_on(account):
     contact = ContactFactory(account=account)
     contact_set_consent(
         contact_id=contact.pk, channel=ConsentChannel.EMAIL, opted_out=True, source=ConsentSource.UNSUBSCRIBE_LINK
@@ -246,7 +242,7 @@ def test_consent_skips_sending_steps_and_the_run_goes_on(service, account):
             {"action_type": "add_tag", "config": {"tag": "after"}},
         ],
     )
-    run = start(service, workflow, contact)
+    run = start(workflow, contact)
     run_due_jobs()
     run.refresh_from_db()
     assert run.status == "completed"
@@ -259,15 +255,15 @@ def test_consent_skips_sending_steps_and_the_run_goes_on(service, account):
     ]
 
 
-def test_consent_is_checked_when_the_step_runs_not_when_the_run_starts(service, account, contact):
+def test_consent_is_checked_when_the_step_runs_not_when_the_run_starts(account, contact):
     workflow = make_workflow(account, [{"action_type": "send_email", "config": {"subject": "s", "text": "t"}}])
-    run = start(service, workflow, contact)
+    run = start(workflow, contact)
     contact_set_consent(contact_id=contact.pk, channel=ConsentChannel.EMAIL, opted_out=True, source=ConsentSource.API)
     run_due_jobs()
     assert log_rows(run) == [(0, "send_email", 1, "skipped")]
 
 
-def test_sending_steps_reach_the_channels(service, account, contact, caplog, mailoutbox):
+def test_sending_steps_reach_the_channels(account, contact, caplog, mailoutbox):
     workflow = make_workflow(
         account,
         [
@@ -283,7 +279,7 @@ def test_sending_steps_reach_the_channels(service, account, contact, caplog, mai
             {"action_type": "send_voice", "config": {"recording_url": "https://cdn.example.com/a.mp3"}},
         ],
     )
-    run = start(service, workflow, contact)
+    run = start(workflow, contact)
     with caplog.at_level("INFO", logger="relay.integrations"):
         run_due_jobs()
     run.refresh_from_db()
@@ -300,7 +296,7 @@ def test_sending_steps_reach_the_channels(service, account, contact, caplog, mai
     assert all(d["message_id"] for d in data)
 
 
-def test_a_contact_without_address_is_skipped(service, account):
+def test_a_contact_without_address_is_skipped(account):
     contact = ContactFactory(account=account, email="", phone="")
     workflow = make_workflow(
         account,
@@ -309,12 +305,12 @@ def test_a_contact_without_address_is_skipped(service, account):
             {"action_type": "send_sms", "config": {"body": "b"}},
         ],
     )
-    run = start(service, workflow, contact)
+    run = start(workflow, contact)
     run_due_jobs()
     assert [entry[3] for entry in log_rows(run)] == ["skipped", "skipped"]
 
 
-def test_a_failed_contact_update_leaves_no_half_write(service, account, contact):
+def test_a_failed_contact_update_leaves_no_half_write(account, contact):
     ContactFactory(account=account, email="taken@example.com")
     workflow = make_workflow(
         account,
@@ -325,7 +321,7 @@ def test_a_failed_contact_update_leaves_no_half_write(service, account, contact)
             }
         ],
     )
-    run = start(service, workflow, contact)
+    run = start(workflow, contact)
     run_due_jobs()
     run.refresh_from_db()
     assert run.status == "failed"
@@ -334,7 +330,7 @@ def test_a_failed_contact_update_leaves_no_half_write(service, account, contact)
     assert contact.first_name == "Ada"  # the savepoint rolled the whole action back
 
 
-def test_data_that_renders_badly_fails_the_step_permanently(service, account, contact):
+def test_data_that_renders_badly_fails_the_step_permanently(account, contact):
     workflow = make_workflow(
         account,
         [
@@ -342,25 +338,25 @@ def test_data_that_renders_badly_fails_the_step_permanently(service, account, co
             {"action_type": "add_tag", "config": {"tag": "{{ trigger.tag }}"}},
         ],
     )
-    run = start(service, workflow, contact, trigger_data={"email": "not-an-email"})
+    run = start(workflow, contact, trigger_data={"email": "not-an-email"})
     run_due_jobs()
     run.refresh_from_db()
     assert run.status == "failed"
     assert run.last_error.startswith("ValidationFailure: email:")
-    other = start(service, workflow, ContactFactory(account=account), trigger_data={"email": "ok@example.com"})
+    other = start(workflow, ContactFactory(account=account), trigger_data={"email": "ok@example.com"})
     run_due_jobs()
     other.refresh_from_db()
     assert other.status == "failed"
     assert other.last_error == "ValidationFailure: tag: must not be blank"
 
 
-def test_a_huge_width_from_run_data_fails_the_step_at_once(service, account, contact):
+def test_a_huge_width_from_run_data_fails_the_step_at_once(account, contact):
     """A width only known when the step runs passes the save check; the render refuses it before allocating."""
     template = '{{ ""|ljust:trigger.width }}'
     workflow = make_workflow(
         account, [{"action_type": "update_contact", "config": {"fields": {"first_name": template}}}]
     )
-    run = start(service, workflow, contact, trigger_data={"width": 300_000_000})
+    run = start(workflow, contact, trigger_data={"width": 300_000_000})
     run_due_jobs()
     run.refresh_from_db()
     assert run.status == "failed"
@@ -369,14 +365,14 @@ def test_a_huge_width_from_run_data_fails_the_step_at_once(service, account, con
     assert ExecutionLog.objects.filter(execution=run).count() == 1  # permanent: not retried
 
 
-def test_a_huge_template_smuggled_into_a_stored_version_fails_its_step_at_once(service, account, contact):
+def test_a_huge_template_smuggled_into_a_stored_version_fails_its_step_at_once(account, contact):
     """Validation bypassed (a manual edit of the row): published versions load without re-validation (they were
     checked when published), so the render's own limits stop it, before allocating, as a permanent failure."""
     workflow = make_workflow(account, [{"action_type": "update_contact", "config": {"fields": {"first_name": "Al"}}}])
     WorkflowVersion.objects.filter(pk=workflow.current_version_id).update(
         steps=[{"action_type": "update_contact", "config": {"fields": {"first_name": '{{ ""|ljust:"300000000" }}'}}}]
     )
-    run = start(service, workflow, contact)
+    run = start(workflow, contact)
     run_due_jobs()
     run.refresh_from_db()
     assert run.status == "failed"
@@ -387,12 +383,12 @@ def test_a_huge_template_smuggled_into_a_stored_version_fails_its_step_at_once(s
     assert contact.first_name != ""
 
 
-def test_a_stale_or_duplicate_step_job_does_nothing(service, account, contact):
+def test_a_stale_or_duplicate_step_job_does_nothing(account, contact):
     workflow = make_workflow(
         account,
         [{"action_type": "add_tag", "config": {"tag": "a"}}, {"action_type": "add_tag", "config": {"tag": "b"}}],
     )
-    run = start(service, workflow, contact)
+    run = start(workflow, contact)
     duplicate = enqueue("workflow_step", {"execution_id": str(run.pk), "step_index": 0}, queue="workflows")
 
     run_due_jobs()
@@ -402,9 +398,9 @@ def test_a_stale_or_duplicate_step_job_does_nothing(service, account, contact):
     assert Job.objects.get(pk=duplicate.id).status == "completed"  # ran, found nothing to do
 
 
-def test_a_step_job_without_the_version_hint_takes_the_locked_path(service, account, contact, webhook_server):
+def test_a_step_job_without_the_version_hint_takes_the_locked_path(account, contact, webhook_server):
     workflow = make_workflow(account, [{"action_type": "webhook", "config": {"url": webhook_server.url}}])
-    run = start(service, workflow, contact)
+    run = start(workflow, contact)
     Job.objects.filter(pk=run.next_job_id).update(payload={"execution_id": str(run.pk), "step_index": 0})
     run_due_jobs()
     run.refresh_from_db()
@@ -412,16 +408,16 @@ def test_a_step_job_without_the_version_hint_takes_the_locked_path(service, acco
     assert log_rows(run) == [(0, "webhook", 1, "succeeded")]
 
 
-def test_pause_cancels_the_queued_job_and_resume_queues_a_new_one(service, account, contact):
+def test_pause_cancels_the_queued_job_and_resume_queues_a_new_one(account, contact):
     workflow = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "a"}}])
-    run = start(service, workflow, contact)
+    run = start(workflow, contact)
     first_job = run.next_job_id
-    run = service.pause(execution_id=run.pk)
+    run = pause_run(execution_id=run.pk)
     assert run.status == "paused"
     assert run.next_job_id is None
     assert Job.objects.get(pk=first_job).status == "cancelled"
     assert run_due_jobs() == 0
-    run = service.resume(execution_id=run.pk)
+    run = resume_run(execution_id=run.pk)
     assert run.status == "queued"
     assert run.next_job_id not in (None, first_job)
     run_due_jobs()
@@ -429,51 +425,51 @@ def test_pause_cancels_the_queued_job_and_resume_queues_a_new_one(service, accou
     assert run.status == "completed"
 
 
-def test_pause_during_a_wait_and_resume_after_it_passed(service, account, contact):
+def test_pause_during_a_wait_and_resume_after_it_passed(account, contact):
     workflow = make_workflow(
         account,
         [{"action_type": "wait", "config": {"duration": "1d"}}, {"action_type": "add_tag", "config": {"tag": "b"}}],
     )
-    run = start(service, workflow, contact)
+    run = start(workflow, contact)
     run_due_jobs()
     wait_job = WorkflowExecution.objects.get(pk=run.pk).next_job_id
-    run = service.pause(execution_id=run.pk)
+    run = pause_run(execution_id=run.pk)
     assert run.paused_from == "waiting"
     assert Job.objects.get(pk=wait_job).status == "cancelled"
     # Nothing happens at resume_at.
     WorkflowExecution.objects.filter(pk=run.pk).update(resume_at=timezone.now() - timedelta(seconds=1))
     assert run_due_jobs() == 0
-    run = service.resume(execution_id=run.pk)
+    run = resume_run(execution_id=run.pk)
     assert run.status == "queued"  # the wait's time passed during the pause: go on at once
     run_due_jobs()
     run.refresh_from_db()
     assert run.status == "completed"
 
 
-def test_resume_before_the_wait_ends_waits_the_remainder(service, account, contact):
+def test_resume_before_the_wait_ends_waits_the_remainder(account, contact):
     workflow = make_workflow(
         account,
         [{"action_type": "wait", "config": {"duration": "1h"}}, {"action_type": "add_tag", "config": {"tag": "b"}}],
     )
-    run = start(service, workflow, contact)
+    run = start(workflow, contact)
     run_due_jobs()
-    run = service.pause(execution_id=run.pk)
-    run = service.resume(execution_id=run.pk)
+    run = pause_run(execution_id=run.pk)
+    run = resume_run(execution_id=run.pk)
     assert run.status == "waiting"
     job = Job.objects.get(pk=run.next_job_id)
     assert job.handler == "workflow_resume"
     assert job.run_at == run.resume_at
 
 
-def test_cancel_cancels_the_queued_job_and_no_step_runs(service, account, contact):
+def test_cancel_cancels_the_queued_job_and_no_step_runs(account, contact):
     workflow = make_workflow(
         account,
         [{"action_type": "add_tag", "config": {"tag": "a"}}, {"action_type": "add_tag", "config": {"tag": "b"}}],
     )
-    run = start(service, workflow, contact)
+    run = start(workflow, contact)
     run_due_jobs(1)
     next_job = WorkflowExecution.objects.get(pk=run.pk).next_job_id
-    run = service.cancel(execution_id=run.pk)
+    run = cancel_run(execution_id=run.pk)
     assert run.status == "cancelled"
     assert run.completed_at is not None
     assert Job.objects.get(pk=next_job).status == "cancelled"
@@ -485,16 +481,16 @@ def test_cancel_cancels_the_queued_job_and_no_step_runs(service, account, contac
     contact.refresh_from_db()
     assert contact.tags == ["a"]
     with pytest.raises(IllegalExecutionTransition) as info:
-        service.pause(execution_id=run.pk)
+        pause_run(execution_id=run.pk)
     assert info.value.current == "cancelled"
 
 
-def test_a_run_keeps_its_version(service, account, contact):
+def test_a_run_keeps_its_version(account, contact):
     workflow = make_workflow(
         account,
         [{"action_type": "add_tag", "config": {"tag": "v1-a"}}, {"action_type": "add_tag", "config": {"tag": "v1-b"}}],
     )
-    run = start(service, workflow, contact)
+    run = start(workflow, contact)
     run_due_jobs(1)
     WorkflowService().update(workflow_id=workflow.pk, steps=[{"action_type": "add_tag", "config": {"tag": "v2"}}])
     WorkflowService().publish(workflow_id=workflow.pk)
@@ -503,27 +499,27 @@ def test_a_run_keeps_its_version(service, account, contact):
     assert run.status == "completed"
     contact.refresh_from_db()
     assert contact.tags == ["v1-a", "v1-b"]
-    newer = start(service, workflow, ContactFactory(account=account))
+    newer = start(workflow, ContactFactory(account=account))
     assert newer.version_id != run.version_id
 
 
-def test_a_deleted_contact_takes_its_runs_and_their_queued_jobs(service, account, contact):
+def test_a_deleted_contact_takes_its_runs_and_their_queued_jobs(account, contact):
     workflow = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "a"}}])
-    run = start(service, workflow, contact)
+    run = start(workflow, contact)
     contact_delete(contact_id=contact.pk)
     assert not WorkflowExecution.objects.filter(pk=run.pk).exists()
     assert Job.objects.get(pk=run.next_job_id).status == "cancelled"
     assert run_due_jobs() == 0
 
 
-def test_a_step_job_whose_run_is_gone_does_nothing(service, account, contact):
+def test_a_step_job_whose_run_is_gone_does_nothing(account, contact):
     workflow = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "a"}}])
-    start(service, workflow, contact)
+    start(workflow, contact)
     Contact.objects.filter(pk=contact.pk).delete()  # bypassing the service: no event, the job stays queued
     assert run_due_jobs() == 1  # the orphan job ran and did nothing
 
 
-def test_queries_per_step_stay_few(service, account, contact, webhook_server):
+def test_queries_per_step_stay_few(account, contact, webhook_server):
     """A regression guard for the hot path; bench/workflow_throughput.py measures the speed itself.
 
     Counted: the statements that touch data, including the worker's claim; transaction control (BEGIN,
@@ -538,7 +534,7 @@ def test_queries_per_step_stay_few(service, account, contact, webhook_server):
         ],
     )
     webhook_signing_secrets(account_id=account.pk)  # the account's signing secret exists, as it will in use
-    run = start(service, workflow, contact)
+    run = start(workflow, contact)
     run_due_jobs(1)  # warms the version cache, as a running worker has it
     counts = []
     for _ in range(2):

@@ -18,7 +18,8 @@ from jobs.infrastructure.models import Job
 from jobs.infrastructure.store import get_store
 from tests.factories import ContactFactory
 from tests.integration.workflows.support import TEST_WORKER, log_rows, make_workflow, run_due_jobs
-from workflows.application.executions import ExecutionService
+from workflows.application.runs.operating import job_died, reconcile_stranded
+from workflows.application.runs.starting import start_run
 from workflows.infrastructure.models import ExecutionLog, WorkflowExecution
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,7 +29,7 @@ SECRET = "SECRET-BODY-7f3a"
 
 
 def start(workflow, contact) -> WorkflowExecution:
-    return ExecutionService().start(workflow_id=workflow.pk, contact_id=contact.pk).execution
+    return start_run(workflow_id=workflow.pk, contact_id=contact.pk).execution
 
 
 def stored_errors(run: WorkflowExecution) -> list[str]:
@@ -164,7 +165,7 @@ def test_a_dead_letter_for_a_job_that_no_longer_holds_the_run_changes_nothing(ac
 
     workflow = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "vip"}}])
     run = start(workflow, contact)
-    failed = ExecutionService().job_died(
+    failed = job_died(
         execution_id=run.pk, job_id=uuid.uuid4(), handler="workflow_step", status="dead", error="Boom: stale"
     )
     assert failed is False
@@ -183,9 +184,9 @@ def test_a_dead_letter_waits_for_a_locked_run_only_so_long(account, contact, mon
 
     import psycopg
 
-    from workflows.application import executions
+    from workflows.application.runs import operating
 
-    monkeypatch.setattr(executions, "JOB_DIED_LOCK_WAIT_SECONDS", 0.5)
+    monkeypatch.setattr(operating, "JOB_DIED_LOCK_WAIT_SECONDS", 0.5)
     workflow = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "vip"}}])
     run = start(workflow, contact)
     params = {k: v for k, v in connection.get_connection_params().items() if k in ("dbname", "user", "host", "port")}
@@ -194,9 +195,7 @@ def test_a_dead_letter_waits_for_a_locked_run_only_so_long(account, contact, mon
     def settle() -> None:
         try:
             outcome.append(
-                ExecutionService().job_died(
-                    execution_id=run.pk, job_id=run.next_job_id, handler="workflow_step", status="dead", error="x"
-                )
+                job_died(execution_id=run.pk, job_id=run.next_job_id, handler="workflow_step", status="dead", error="x")
             )
         except Exception as exc:
             outcome.append(exc)
@@ -232,20 +231,20 @@ def test_the_sweep_fails_runs_whose_job_will_never_run(account, contact, job_end
         Job.objects.filter(pk=stranded.next_job_id).update(status=job_end, error_message="Boom: it broke")
     long_ago = timezone.now() - timedelta(minutes=10)
     WorkflowExecution.objects.filter(pk__in=[stranded.pk, healthy.pk]).update(updated_at=long_ago)
-    assert ExecutionService().reconcile_stranded(grace_seconds=300) == 1
+    assert reconcile_stranded(grace_seconds=300) == 1
     stranded.refresh_from_db()
     healthy.refresh_from_db()
     assert stranded.status == "failed"
     assert "StepJobDied" in stranded.last_error
     assert healthy.status == "queued"  # its job is pending: it will run
-    assert ExecutionService().reconcile_stranded(grace_seconds=300) == 0  # settled once
+    assert reconcile_stranded(grace_seconds=300) == 0  # settled once
 
 
 def test_the_sweep_leaves_a_run_changed_within_its_grace_alone(account, contact):
     workflow = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "vip"}}])
     run = start(workflow, contact)
     Job.objects.filter(pk=run.next_job_id).update(status="dead")
-    assert ExecutionService().reconcile_stranded(grace_seconds=300) == 0
+    assert reconcile_stranded(grace_seconds=300) == 0
     run.refresh_from_db()
     assert run.status == "queued"
 
@@ -273,7 +272,7 @@ def test_the_sweep_finds_a_stranded_run_behind_many_newer_given_up_jobs(account,
     WorkflowExecution.objects.filter(pk=stranded.pk).update(updated_at=timezone.now() - timedelta(minutes=10))
     newer = [enqueue("workflow_step", {"execution_id": str(uuid.uuid4()), "step_index": 0}).id for _ in range(30)]
     Job.objects.filter(pk__in=newer).update(status="cancelled")
-    assert ExecutionService().reconcile_stranded(grace_seconds=300, limit=5) == 1
+    assert reconcile_stranded(grace_seconds=300, limit=5) == 1
     stranded.refresh_from_db()
     assert stranded.status == "failed"
 
@@ -282,9 +281,7 @@ def test_a_job_retried_by_an_operator_meanwhile_keeps_its_run(account, contact):
     """The sweep read the job as dead; an operator retried it before the sweep took the run's lock."""
     workflow = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "vip"}}])
     run = start(workflow, contact)  # its job is pending again, as after job_retry
-    failed = ExecutionService().job_died(
-        execution_id=run.pk, job_id=run.next_job_id, handler="workflow_step", status="dead", error="Boom"
-    )
+    failed = job_died(execution_id=run.pk, job_id=run.next_job_id, handler="workflow_step", status="dead", error="Boom")
     assert failed is False
     run.refresh_from_db()
     assert run.status == "queued"

@@ -134,11 +134,12 @@ def test_another_accounts_workflow_is_not_found(service, account, other_account)
 def test_run_selectors_are_scoped_by_account(account, other_account, contact):
     from tests.integration.workflows.support import make_workflow, run_due_jobs
     from workflows.application.errors import ExecutionNotFound
-    from workflows.application.executions import ExecutionService
+    from workflows.application.runs.operating import pause_run
+    from workflows.application.runs.starting import start_run
     from workflows.application.selectors import execution_get, execution_list, execution_logs
 
     workflow = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "a"}}])
-    run = ExecutionService().start(workflow_id=workflow.pk, contact_id=contact.pk).execution
+    run = start_run(workflow_id=workflow.pk, contact_id=contact.pk).execution
     run_due_jobs()
     found = execution_get(execution_id=run.pk, account_id=account.pk)
     assert found.status == "completed"
@@ -151,7 +152,7 @@ def test_run_selectors_are_scoped_by_account(account, other_account, contact):
     with pytest.raises(ExecutionNotFound):
         execution_get(execution_id="not-a-uuid")
     with pytest.raises(ExecutionNotFound):
-        ExecutionService().pause(execution_id=run.pk, account_id=other_account.pk)
+        pause_run(execution_id=run.pk, account_id=other_account.pk)
 
 
 def test_archiving_an_archived_workflow_changes_nothing(service, account):

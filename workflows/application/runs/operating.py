@@ -1,0 +1,153 @@
+"""Operating runs: an operator pauses, resumes, cancels or retries one; the queue reports a job it gave up on.
+
+Pause, resume, cancel and retry lock the run, let the entity decide the
+move (an illegal one raises IllegalExecutionTransition, HTTP 409) and enact
+it on the queue in the same transaction. The API's and the admin's actions
+call these same functions (`RUN_OPERATIONS`).
+
+A step or resume job that ends dead or failed on the queue (its handler
+raised every time, or its worker died on the last attempt) fails its run
+(`job_died`, the queue's dead-letter hook), and a sweep catches what the
+hook could not settle (`reconcile_stranded`): no run waits forever for a
+job that will never come.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+from uuid import UUID
+
+from django.db import transaction
+from django.utils import timezone
+
+from jobs.application.operations import cancel_pending_jobs
+from jobs.domain.errors import truncate
+from workflows.application.errors import ExecutionNotFound
+from workflows.application.runs.moves import cancel_next_job, enact, run_id
+from workflows.domain.execution import Execution, ExecutionStatus
+from workflows.infrastructure.models import WorkflowExecution
+from workflows.infrastructure.store import RunRow, RunStore
+
+log = logging.getLogger("relay.workflows")
+
+JOB_DIED_LOCK_WAIT_SECONDS = 5.0
+
+
+def pause_run(*, execution_id: UUID | str, account_id: int | None = None) -> WorkflowExecution:
+    """Stop the run where it is: its queued job is cancelled; a step in flight still finishes and is logged."""
+
+    def pause(row: RunRow, run: Execution) -> None:
+        run.pause(timezone.now())
+        if run.paused_from is not ExecutionStatus.ACTIVE:
+            cancel_next_job(row)
+
+    return _operate(execution_id, account_id, pause)
+
+
+def resume_run(*, execution_id: UUID | str, account_id: int | None = None) -> WorkflowExecution:
+    """Carry on: a wait whose time passed during the pause continues at once, else waits the remainder."""
+    return _operate(execution_id, account_id, lambda row, run: enact(row, run, run.resume(timezone.now())))
+
+
+def cancel_run(*, execution_id: UUID | str, account_id: int | None = None) -> WorkflowExecution:
+    """Stop the run for good; its queued job is cancelled and it never runs another step."""
+
+    def cancel(row: RunRow, run: Execution) -> None:
+        in_flight = run.status is ExecutionStatus.ACTIVE or run.paused_from is ExecutionStatus.ACTIVE
+        run.cancel(timezone.now())
+        if not in_flight:  # a step in flight keeps its job, so its outcome is still logged
+            cancel_next_job(row)
+
+    return _operate(execution_id, account_id, cancel)
+
+
+def retry_run(*, execution_id: UUID | str, account_id: int | None = None) -> WorkflowExecution:
+    """A FAILED run starts again from the step that failed, with fresh attempts."""
+    return _operate(execution_id, account_id, lambda row, run: enact(row, run, run.retry(timezone.now())))
+
+
+# What an operator may do to a run, by the name the API's and the admin's actions use.
+RUN_OPERATIONS: dict[str, Callable[..., WorkflowExecution]] = {
+    "pause": pause_run,
+    "resume": resume_run,
+    "cancel": cancel_run,
+    "retry": retry_run,
+}
+
+
+def _operate(
+    execution_id: UUID | str, account_id: int | None, change: Callable[[RunRow, Execution], None]
+) -> WorkflowExecution:
+    store = RunStore()
+    pk = run_id(execution_id)
+    with transaction.atomic():
+        row = store.lock_run(pk)
+        if row is None or (account_id is not None and row.account_id != account_id):
+            raise ExecutionNotFound(execution_id)
+        run = row.to_domain()
+        change(row, run)
+        store.update_run(row, [*row.apply(run), "next_job_id"])
+    return WorkflowExecution.objects.get(pk=pk)
+
+
+def job_died(*, execution_id: UUID | str, job_id: UUID, handler: str, status: str, error: str) -> bool:
+    """The queue gave up on a job of this run (dead or failed): if it still held the run, the run fails.
+
+    Called by the queue's dead-letter hook. A job that no longer held the run (stale, duplicate)
+    changes nothing. True when the run was failed.
+    """
+    store = RunStore()
+    with transaction.atomic():
+        # Called on an executor or the maintenance thread: never stall them behind a long lock holder
+        # (the hook's failure is logged; the run is then settled by an operator's retry).
+        store.limit_lock_wait(JOB_DIED_LOCK_WAIT_SECONDS)
+        try:
+            row = store.lock_run(run_id(execution_id))
+        except ExecutionNotFound:
+            return False
+        if row is None or row.next_job_id != job_id:
+            return False
+        if not store.job_gave_up(job_id):  # an operator retried it meanwhile: it will move the run
+            return False
+        run = row.to_domain()
+        message = truncate(f"StepJobDied: the {handler} job {job_id} ended {status}: {error}")
+        if not run.job_lost(timezone.now(), error=message, category="unknown"):
+            return False
+        row.next_job_id = None
+        store.update_run(row, [*row.apply(run), "next_job_id"])
+    log.error("run %s failed: %s", row.id, message)
+    return True
+
+
+def reconcile_stranded(*, grace_seconds: float = 300.0, limit: int = 500) -> int:
+    """Fail the runs whose job will never run (see RunStore.stranded_runs); returns how many.
+
+    The sweep behind the dead-letter hook: it catches what the hook could not settle (the database away
+    at that moment, a lock held too long), jobs an operator cancelled, and jobs purged since.
+    """
+    older_than = timezone.now() - timedelta(seconds=grace_seconds)
+    failed = 0
+    for stranded_id, job_id, handler, status, error in RunStore().stranded_runs(older_than=older_than, limit=limit):
+        try:
+            failed += job_died(
+                execution_id=stranded_id,
+                job_id=job_id,
+                handler=handler or "workflow",
+                status="gone (purged)" if status == "missing" else status,
+                error=error or "no error was recorded",
+            )
+        except Exception as exc:  # one run's lock held too long must not stop the sweep for the others
+            log.warning("run %s: could not be settled now (%s); the next sweep tries again", stranded_id, exc)
+    return failed
+
+
+def cancel_jobs_of_contact(*, contact_id: int) -> int:
+    """The contact is being deleted (its runs and logs go with it): cancel the jobs its runs had queued.
+
+    Called inside the deleting transaction; returns how many jobs were cancelled. A step in flight
+    finds its run gone and does nothing.
+    """
+    job_ids = RunStore().next_jobs_of_contact(contact_id)
+    return cancel_pending_jobs(ids=job_ids) if job_ids else 0
