@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from workflows.domain.triggers import ChainOrigin
+from workflows.domain.enrollment import ChainOrigin
 
 _origin: ContextVar[ChainOrigin | None] = ContextVar("workflow_chain_origin", default=None)
 

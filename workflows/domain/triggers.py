@@ -1,10 +1,12 @@
-"""Who enters a workflow, and when: triggers, the contact filter, re-enrollment, and the chain guard.
+"""What starts a workflow: triggers, the contact filter, and the re-enrollment rule a workflow sets.
 
 A workflow is started by a person (manual), by an API client (api), or by an
 event (`contact.created`, `contact.updated`, `tag.added` / `tag.removed`
 optionally for one tag, or any custom name an API client sends). Its
 optional filter must match the contact at the moment of the event. Its
-re-enrollment rule says whether a contact already enrolled may enter again.
+re-enrollment rule says whether a contact already enrolled may enter again;
+that rule, the chain guard and the limit are judged by the one enrollment
+gate (`enrollment.py`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
-from uuid import UUID
 
 from contacts.domain.model import ContactError, normalize_tag
 from workflows.domain.validation import Reader
@@ -210,39 +211,3 @@ def _parse_conditions(reader: Reader) -> list[ContactCondition]:
         if len(reader.errors) == before and op is not None:
             conditions.append(ContactCondition(field=field, op=op, value=None if op in _NO_VALUE_OPS else value))
     return conditions
-
-
-# --- re-enrollment ---------------------------------------------------------------------------
-def enrollment_refusal(rule: Reenrollment, *, has_unfinished_run: bool, has_any_run: bool) -> str | None:
-    """Why this contact may not enter the workflow again, or None when it may."""
-    if rule is Reenrollment.NEVER and has_any_run:
-        return "the contact was already enrolled in this workflow (re-enrollment: never)"
-    if rule is Reenrollment.AFTER_FINISH and has_unfinished_run:
-        return "the contact has a run of this workflow in progress (re-enrollment: after_finish)"
-    return None
-
-
-# --- the chain guard ------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ChainOrigin:
-    """The run whose step caused an event. Runs started by that event are its children."""
-
-    execution_id: UUID
-    workflow_id: int
-    depth: int  # 0 for a run started by a person, an API call, or an outside event
-
-
-def chain_refusal(origin: ChainOrigin | None, *, workflow_id: int, max_depth: int) -> str | None:
-    """Why an event caused by a run's step may not start `workflow_id`, or None.
-
-    Workflows chain (a step adds a tag, the tag starts another workflow), but a
-    chain must end: a run never restarts its own workflow through its own
-    steps, and no chain grows deeper than `max_depth` runs.
-    """
-    if origin is None:
-        return None
-    if origin.workflow_id == workflow_id:
-        return "a run's own steps never restart its workflow (loop guard)"
-    if origin.depth + 1 > max_depth:
-        return f"the chain of workflows started by one another is deeper than {max_depth} (loop guard)"
-    return None

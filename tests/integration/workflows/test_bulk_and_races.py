@@ -49,6 +49,22 @@ def test_start_many_is_all_or_nothing_against_the_limit(account):
 
 
 @pytest.mark.django_db
+def test_a_list_the_rule_keeps_out_is_answered_with_its_skips_even_over_the_limit(account):
+    """Each contact passes the one enrollment gate, re-enrollment before the limit, as a single start does: a
+    list that would start nothing reports its skips rather than a 429 that waiting would never clear."""
+    workflow = make_workflow(account, [TAG_STEP], reenrollment="never")
+    contacts = ContactFactory.create_batch(2, account=account)
+    for contact in contacts:
+        start_run(workflow_id=workflow.pk, contact_id=contact.pk)
+    account.max_concurrent_executions = 1  # two runs queued: over the limit
+    account.save(update_fields=["max_concurrent_executions"])
+    result = start_runs(workflow_id=workflow.pk, contact_ids=[c.pk for c in contacts])
+    assert result.execution_ids == []
+    assert [contact_id for contact_id, _ in result.skipped] == [c.pk for c in contacts]
+    assert WorkflowExecution.objects.count() == 2
+
+
+@pytest.mark.django_db
 @pytest.mark.parametrize(
     ("contact_ids", "reason"),
     [

@@ -1,19 +1,8 @@
-"""Trigger matching, the contact filter, re-enrollment and the chain guard."""
-
-import uuid
+"""Trigger matching and the contact filter."""
 
 import pytest
 
-from workflows.domain.triggers import (
-    ChainOrigin,
-    ConditionOp,
-    ContactCondition,
-    Reenrollment,
-    Trigger,
-    TriggerType,
-    chain_refusal,
-    enrollment_refusal,
-)
+from workflows.domain.triggers import ConditionOp, ContactCondition, Trigger, TriggerType
 
 CONTACT = {
     "email": "ada@example.com",
@@ -77,32 +66,6 @@ def test_a_filter_matches_when_all_conditions_do():
     )
     assert not trigger.matches_contact(CONTACT)
     assert Trigger(TriggerType.EVENT, event="x").matches_contact(CONTACT)  # no filter: everyone
-
-
-@pytest.mark.parametrize(
-    ("rule", "unfinished", "any_run", "refused"),
-    [
-        (Reenrollment.NEVER, False, False, False),
-        (Reenrollment.NEVER, False, True, True),
-        (Reenrollment.NEVER, True, True, True),
-        (Reenrollment.AFTER_FINISH, False, True, False),
-        (Reenrollment.AFTER_FINISH, True, True, True),
-        (Reenrollment.ALWAYS, True, True, False),
-    ],
-)
-def test_reenrollment(rule, unfinished, any_run, refused):
-    reason = enrollment_refusal(rule, has_unfinished_run=unfinished, has_any_run=any_run)
-    assert (reason is not None) is refused
-    if refused:
-        assert rule.value in reason
-
-
-def test_the_chain_guard():
-    origin = ChainOrigin(execution_id=uuid.uuid4(), workflow_id=1, depth=2)
-    assert chain_refusal(None, workflow_id=1, max_depth=3) is None  # not caused by a run
-    assert "own steps never restart" in chain_refusal(origin, workflow_id=1, max_depth=10)
-    assert chain_refusal(origin, workflow_id=2, max_depth=3) is None  # depth 3 is allowed
-    assert "deeper than 2" in chain_refusal(origin, workflow_id=2, max_depth=2)
 
 
 def test_a_trigger_round_trips_as_a_dict():

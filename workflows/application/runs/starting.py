@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
@@ -27,22 +27,10 @@ from workflows.application.chain import current_origin
 from workflows.application.definitions import LoadedVersion, load_version
 from workflows.application.errors import ContactNotFound, WorkflowNotFound
 from workflows.application.runs.moves import enact, next_job
-from workflows.domain.errors import (
-    ConcurrentExecutionLimitError,
-    EnrollmentRefused,
-    IdempotencyConflict,
-    WorkflowNotActive,
-    WorkflowValidationError,
-)
+from workflows.domain.enrollment import NO_RUNS, ChainOrigin, Check, History, enrollment_gate, reads_history
+from workflows.domain.errors import IdempotencyConflict, WorkflowValidationError
 from workflows.domain.execution import Execution
-from workflows.domain.triggers import (
-    EVENT_NAME,
-    TAG_EVENTS,
-    ChainOrigin,
-    Reenrollment,
-    chain_refusal,
-    enrollment_refusal,
-)
+from workflows.domain.triggers import EVENT_NAME, TAG_EVENTS, Reenrollment
 from workflows.domain.workflow import WorkflowStatus
 from workflows.infrastructure.models import TriggerSource, WorkflowExecution
 from workflows.infrastructure.store import RUN_COLUMNS, RunRow, RunStore, trigger_cache
@@ -121,19 +109,22 @@ def start_run(
                         f"idempotency key {key!r} was already used for run {run_id} of another workflow or contact"
                     )
                 return RunStarted(WorkflowExecution.objects.get(pk=run_id), created=False)
-        if status != WorkflowStatus.ACTIVE or version_id is None:
-            raise WorkflowNotActive(
-                f"workflow {workflow_id} is {status}; only an active (published) workflow takes new runs"
-            )
-        version = load_version(version_id)
+        version = load_version(version_id) if version_id is not None else None
+        rule = version.definition.reenrollment if version is not None else None
         origin = current_origin()
-        refusal = chain_refusal(origin, workflow_id=workflow_id, max_depth=settings.WORKFLOW_MAX_CHAIN_DEPTH)
-        refusal = refusal or _enrollment_refusal(store, workflow_id, contact_id, version.definition.reenrollment)
-        if refusal:
-            raise EnrollmentRefused(refusal)
-        in_progress = store.counted_runs(workflow_account)
-        if in_progress >= limit:
-            raise ConcurrentExecutionLimitError(limit, in_progress)
+        refusal = enrollment_gate(
+            workflow_id=workflow_id,
+            status=status,
+            reenrollment=rule,
+            origin=origin,
+            max_chain_depth=settings.WORKFLOW_MAX_CHAIN_DEPTH,
+            history=_history(store, workflow_id, contact_id, rule),
+            in_progress=store.counted_runs(workflow_account),
+            limit=limit,
+        )
+        if refusal is not None:
+            raise refusal.error
+        assert version is not None  # the gate refuses a workflow without a published version
         execution = _create_run(
             store,
             account_id=workflow_account,
@@ -181,30 +172,32 @@ def start_runs(
             shown = ", ".join(str(c) for c in unknown[:20]) + (" ..." if len(unknown) > 20 else "")
             raise WorkflowValidationError.single("contact_ids", f"no such contacts in this account: {shown}")
         limit = store.lock_account(workflow_account)
-        if status != WorkflowStatus.ACTIVE or version_id is None:
-            raise WorkflowNotActive(
-                f"workflow {workflow_id} is {status}; only an active (published) workflow takes new runs"
-            )
-        version = load_version(version_id)
+        version = load_version(version_id) if version_id is not None else None
+        rule = version.definition.reenrollment if version is not None else None
+        histories = _histories(store, workflow_id, ids, rule)
         origin = current_origin()
-        refusal = chain_refusal(origin, workflow_id=workflow_id, max_depth=settings.WORKFLOW_MAX_CHAIN_DEPTH)
-        if refusal:
-            raise EnrollmentRefused(refusal)
-        rule = version.definition.reenrollment
-        enrolled = store.enrollments(workflow_id, ids) if rule is not Reenrollment.ALWAYS else {}
+        in_progress = store.counted_runs(workflow_account)
         eligible: list[int] = []
         skipped: list[tuple[int, str]] = []
         for contact_id in ids:
-            reason = None
-            if contact_id in enrolled:
-                reason = enrollment_refusal(rule, has_unfinished_run=enrolled[contact_id], has_any_run=True)
-            if reason:
-                skipped.append((contact_id, reason))
-            else:
+            refusal = enrollment_gate(
+                workflow_id=workflow_id,
+                status=status,
+                reenrollment=rule,
+                origin=origin,
+                max_chain_depth=settings.WORKFLOW_MAX_CHAIN_DEPTH,
+                history=histories.get(contact_id, NO_RUNS),
+                in_progress=in_progress,
+                limit=limit,
+                starting=len(eligible),
+            )
+            if refusal is None:
                 eligible.append(contact_id)
-        in_progress = store.counted_runs(workflow_account)
-        if in_progress + len(eligible) > limit:
-            raise ConcurrentExecutionLimitError(limit, in_progress)
+            elif refusal.check is Check.REENROLLMENT:
+                skipped.append((contact_id, refusal.reason))
+            else:
+                raise refusal.error  # not active, the chain guard, the limit: the whole list or nothing
+        assert version is not None  # the gate refuses a workflow without a published version
         rows, extras, specs = [], [], []
         for contact_id in eligible:
             run, move = Execution.start(step_count=len(version.definition.steps), trigger_data=data)
@@ -255,71 +248,14 @@ def record_event(
         facts = store.contact(contact_id, account_id)
         if facts is None:
             raise ContactNotFound(contact_id)
-        origin = current_origin()
-        limit: int | None = None
-        in_progress = 0
-        started: list[WorkflowExecution] = []
-        skipped: list[SkippedEnrollment] = []
-        states: dict[int, tuple[str, UUID | None]] = {}
+        event = _Event(store, account_id, contact_id, name, payload, facts, current_origin(), [w for w, _ in matches])
         for workflow_id, version_id in matches:
             # Each candidate on its own: a workflow that cannot be considered (a version that does not
             # load, a bug) is skipped and logged, never raised into the contact change that emitted the
             # event (it runs without a savepoint, so an exception would doom the caller's transaction).
             # A database error is different: the transaction is already doomed, so it propagates.
             try:
-                version = load_version(version_id)
-                unfit = _trigger_refusal(version, name, payload, facts)
-                if unfit is None:
-                    if limit is None:  # lock the account once, before the first enrollment check
-                        limit = store.lock_account(account_id)
-                        in_progress = store.counted_runs(account_id)
-                        # The candidates may come from a worker's cache: read what they are now, under the
-                        # account lock (and, on PostgreSQL, a share lock: a pause commits before or after us).
-                        states = store.workflow_states([wid for wid, _ in matches])
-                    status, current_version_id = states.get(workflow_id, ("", None))
-                    if status != WorkflowStatus.ACTIVE or current_version_id is None:
-                        log.info("event %s: workflow %s is %s now; not started", name, workflow_id, status or "gone")
-                        trigger_cache.forget(str(account_id))
-                        continue
-                    if current_version_id != version_id:  # published again since the candidates were read
-                        trigger_cache.forget(str(account_id))
-                        version = load_version(current_version_id)
-                        unfit = _trigger_refusal(version, name, payload, facts)
-                if unfit is not None:
-                    if unfit:
-                        skipped.append(SkippedEnrollment(workflow_id, unfit))
-                    continue
-                refusal = chain_refusal(origin, workflow_id=workflow_id, max_depth=settings.WORKFLOW_MAX_CHAIN_DEPTH)
-                refusal = refusal or _enrollment_refusal(
-                    store, workflow_id, contact_id, version.definition.reenrollment
-                )
-                if refusal is None and in_progress >= limit:
-                    refusal = str(ConcurrentExecutionLimitError(limit, in_progress))
-                if refusal:
-                    log.warning(
-                        "event %s for contact %s did not start workflow %s: %s",
-                        name,
-                        contact_id,
-                        workflow_id,
-                        refusal,
-                    )
-                    skipped.append(SkippedEnrollment(workflow_id, refusal))
-                    continue
-                started.append(
-                    _create_run(
-                        store,
-                        account_id=account_id,
-                        version=version,
-                        contact_id=contact_id,
-                        trigger_data=payload,
-                        event=name,
-                        source=TriggerSource.EVENT,
-                        idempotency_key=None,
-                        origin=origin,
-                        started_by_id=None,
-                    )
-                )
-                in_progress += 1
+                _enroll_on_event(event, workflow_id, version_id)
             except DatabaseError:
                 raise
             except Exception as exc:
@@ -330,8 +266,102 @@ def record_event(
                     workflow_id,
                     format_error(exc),
                 )
-                skipped.append(SkippedEnrollment(workflow_id, "the workflow could not be started (see the logs)"))
-    return EventOutcome(started, skipped)
+                event.skip(workflow_id, "the workflow could not be started (see the logs)")
+    return event.outcome
+
+
+def _enroll_on_event(event: _Event, workflow_id: int, version_id: UUID) -> None:
+    """Start one candidate workflow for the event's contact, or report why not."""
+    version = load_version(version_id)
+    if event.left_out(workflow_id, version):
+        return
+    event.lock_account()
+    status, current_version_id = event.states.get(workflow_id, ("", None))
+    if status == WorkflowStatus.ACTIVE and current_version_id not in (None, version_id):
+        trigger_cache.forget(str(event.account_id))  # published again since the candidates were read
+        version = load_version(current_version_id)
+        if event.left_out(workflow_id, version):
+            return
+    rule = version.definition.reenrollment if current_version_id is not None else None
+    refusal = enrollment_gate(
+        workflow_id=workflow_id,
+        status=status,
+        reenrollment=rule,
+        origin=event.origin,
+        max_chain_depth=settings.WORKFLOW_MAX_CHAIN_DEPTH,
+        history=_history(event.store, workflow_id, event.contact_id, rule),
+        in_progress=event.in_progress,
+        limit=event.limit,
+    )
+    if refusal is not None and refusal.check is Check.ACTIVE:  # a stale cache's candidate: nothing to report
+        log.info("event %s: workflow %s is %s now; not started", event.name, workflow_id, status or "gone")
+        trigger_cache.forget(str(event.account_id))
+    elif refusal is not None:
+        log.warning(
+            "event %s for contact %s did not start workflow %s: %s",
+            event.name,
+            event.contact_id,
+            workflow_id,
+            refusal.reason,
+        )
+        event.skip(workflow_id, refusal.reason)
+    else:
+        run = _create_run(
+            event.store,
+            account_id=event.account_id,
+            version=version,
+            contact_id=event.contact_id,
+            trigger_data=event.payload,
+            event=event.name,
+            source=TriggerSource.EVENT,
+            idempotency_key=None,
+            origin=event.origin,
+            started_by_id=None,
+        )
+        event.outcome.started.append(run)
+        event.in_progress += 1
+
+
+@dataclass
+class _Event:
+    """An event being recorded: what each candidate workflow is judged against, and what came of it."""
+
+    store: RunStore
+    account_id: int
+    contact_id: int
+    name: str
+    payload: dict[str, Any]
+    facts: dict[str, Any]  # the contact as the trigger's filter sees it
+    origin: ChainOrigin | None
+    candidates: list[int]
+    outcome: EventOutcome = field(default_factory=lambda: EventOutcome([], []))
+    locked: bool = False  # the account's lock is taken once, before the first enrollment check
+    limit: int = 0
+    in_progress: int = 0
+    states: dict[int, tuple[str, UUID | None]] = field(default_factory=dict)
+
+    def lock_account(self) -> None:
+        if self.locked:
+            return
+        self.locked = True
+        self.limit = self.store.lock_account(self.account_id)
+        self.in_progress = self.store.counted_runs(self.account_id)
+        # The candidates may come from a worker's cache: read what they are now, under the account lock
+        # (and, on PostgreSQL, a share lock: a pause commits before or after us).
+        self.states = self.store.workflow_states(self.candidates)
+
+    def left_out(self, workflow_id: int, version: LoadedVersion) -> bool:
+        """Whether the version's trigger does not take this event for this contact (reported if worth it)."""
+        trigger = version.definition.trigger
+        if not trigger.matches_event(self.name, self.payload):
+            return True  # not its event: nothing worth reporting
+        if not trigger.matches_contact(self.facts):
+            self.skip(workflow_id, "the contact does not match the trigger's filter")
+            return True
+        return False
+
+    def skip(self, workflow_id: int, reason: str) -> None:
+        self.outcome.skipped.append(SkippedEnrollment(workflow_id, reason))
 
 
 def _create_run(
@@ -361,17 +391,6 @@ def _create_run(
     execution._state.adding = False
     execution._state.db = store.using
     return execution
-
-
-def _trigger_refusal(version: LoadedVersion, name: str, payload: Any, facts: Any) -> str | None:
-    """None when the version's trigger takes this event for this contact; "" when the event is not its
-    own (nothing worth reporting); otherwise why the contact is left out."""
-    trigger = version.definition.trigger
-    if not trigger.matches_event(name, payload):
-        return ""
-    if not trigger.matches_contact(facts):
-        return "the contact does not match the trigger's filter"
-    return None
 
 
 def _new_row(
@@ -449,8 +468,21 @@ def _check_idempotency_key(key: str | None) -> str | None:
     return key
 
 
-def _enrollment_refusal(store: RunStore, workflow_id: int, contact_id: int, rule: Reenrollment) -> str | None:
-    if rule is Reenrollment.ALWAYS:
-        return None
+def _history(store: RunStore, workflow_id: int, contact_id: int, rule: Reenrollment | None) -> History:
+    """The contact's earlier runs of the workflow, read only when its re-enrollment rule looks at them."""
+    if not reads_history(rule):
+        return NO_RUNS
     has_any, has_unfinished = store.enrollment(workflow_id, contact_id)
-    return enrollment_refusal(rule, has_unfinished_run=has_unfinished, has_any_run=has_any)
+    return History(has_any_run=has_any, has_unfinished_run=has_unfinished)
+
+
+def _histories(
+    store: RunStore, workflow_id: int, contact_ids: list[int], rule: Reenrollment | None
+) -> dict[int, History]:
+    """`_history` of many contacts in few queries; a contact without runs of the workflow is left out."""
+    if not reads_history(rule):
+        return {}
+    return {
+        contact_id: History(has_any_run=True, has_unfinished_run=unfinished)
+        for contact_id, unfinished in store.enrollments(workflow_id, contact_ids).items()
+    }

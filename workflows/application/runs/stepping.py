@@ -50,11 +50,11 @@ from workflows.application.chain import caused_by
 from workflows.application.definitions import LoadedVersion, load_version
 from workflows.application.errors import ExecutionNotFound
 from workflows.application.runs.moves import enact, holds, run_id
+from workflows.domain.enrollment import ChainOrigin
 from workflows.domain.errors import OutcomeNotStored
 from workflows.domain.execution import Execution, ExecutionStatus, NextMove, StepGate, StepOutcome
 from workflows.domain.logs import bounded_response
 from workflows.domain.retry import RetryService
-from workflows.domain.triggers import ChainOrigin
 from workflows.domain.workflow import Step
 from workflows.infrastructure.models import WorkflowVersion
 from workflows.infrastructure.store import RunRow, RunStore
