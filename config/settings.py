@@ -155,7 +155,7 @@ JOB_RETENTION_DAYS = env.float("JOB_RETENTION_DAYS", default=7.0)
 JOB_DEAD_LETTER_RETENTION_DAYS = env.float("JOB_DEAD_LETTER_RETENTION_DAYS", default=None)
 
 # Django's own tasks framework runs on Relay's queue: `@task` + `.enqueue()`.
-TASKS = {"default": {"BACKEND": "jobs.infrastructure.tasks_backend.RelayTaskBackend"}}
+TASKS = {"default": {"BACKEND": "jobs.tasks_backend.RelayTaskBackend"}}
 
 # --- Logging ------------------------------------------------------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")

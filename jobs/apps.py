@@ -10,4 +10,4 @@ class JobsConfig(AppConfig):
 
         from jobs.application.registry import import_handler_modules
 
-        import_handler_modules(["jobs.handlers", "jobs.infrastructure.tasks_backend", *settings.JOB_HANDLER_MODULES])
+        import_handler_modules(["jobs.handlers", "jobs.tasks_backend", *settings.JOB_HANDLER_MODULES])

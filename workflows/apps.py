@@ -12,9 +12,11 @@ class WorkflowsConfig(AppConfig):
         from jobs.application.schedules import builtin_schedule
         from workflows import handlers  # registers the workflow jobs; names the reconcile handler
         from workflows.application.events import on_contact_event, on_workflow_deleted
+        from workflows.application.trigger_cache import listen_for_trigger_changes
         from workflows.infrastructure.models import Workflow
 
         subscribe(on_contact_event)
+        listen_for_trigger_changes()  # workers drop their cached triggers when a workflow changes
         # Behind the dead-letter hook: runs held by a job that ended dead, failed, cancelled or was purged.
         builtin_schedule("relay.reconcile_runs", cron="*/5 * * * *", handler=handlers.RECONCILE_HANDLER)
         # However a workflow is deleted (the admin's delete, a cascade from its account), workers must forget

@@ -8,8 +8,8 @@ from typing import Any
 from contacts.application.events import CONTACT_DELETED, ContactEvent
 from workflows.application.runs.operating import cancel_jobs_of_contact
 from workflows.application.runs.starting import record_event
+from workflows.application.trigger_cache import triggers_changed
 from workflows.infrastructure.models import Workflow
-from workflows.infrastructure.store import triggers_changed
 
 
 def on_contact_event(event: ContactEvent) -> None:

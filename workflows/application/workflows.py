@@ -17,10 +17,10 @@ from django.db.models import Max
 from accounts.infrastructure.models import Account
 from workflows.application.definitions import definition_from
 from workflows.application.errors import WorkflowNotFound
+from workflows.application.trigger_cache import triggers_changed
 from workflows.domain.errors import FieldError, WorkflowValidationError
 from workflows.domain.workflow import WorkflowDefinition, WorkflowStatus, check_editable, workflow_move
 from workflows.infrastructure.models import Workflow, WorkflowStep, WorkflowVersion
-from workflows.infrastructure.store import triggers_changed
 
 MAX_NAME = 200
 MAX_DESCRIPTION = 5000

@@ -10,8 +10,8 @@ from contacts.infrastructure.models import Contact
 from jobs.application import notifications
 from tests.integration.workflows.support import make_workflow, run_due_jobs
 from workflows.application.runs.starting import record_event, start_run
+from workflows.application.trigger_cache import trigger_cache
 from workflows.infrastructure.models import Workflow, WorkflowExecution, WorkflowVersion
-from workflows.infrastructure.store import trigger_cache
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from workflows.infrastructure.store import TriggerCache
+from workflows.application.trigger_cache import TriggerCache
 
 V1 = UUID(int=1)
 V2 = UUID(int=2)
@@ -107,3 +107,18 @@ def test_the_max_age_comes_from_settings(settings):
     clock.now += 6.0
     triggers.lookup(7, KEY, db.load)
     assert db.reads == 2
+
+
+def test_the_app_wires_the_process_cache_to_the_worker_s_channel():
+    """WorkflowsConfig.ready() registers it (importing the module does not): a notification reaches it."""
+    from jobs.application.notifications import deliver
+    from workflows.application.trigger_cache import TRIGGERS_CHANNEL, trigger_cache
+
+    _, generation = trigger_cache.get(7, KEY)
+    trigger_cache.put(7, KEY, [(1, V1)], generation)
+    try:
+        assert trigger_cache.get(7, KEY)[0] == [(1, V1)]
+        deliver(TRIGGERS_CHANNEL, "7")
+        assert trigger_cache.get(7, KEY)[0] is None
+    finally:
+        trigger_cache.forget(None)

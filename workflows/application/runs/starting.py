@@ -27,13 +27,14 @@ from workflows.application.chain import current_origin
 from workflows.application.definitions import LoadedVersion, load_version
 from workflows.application.errors import ContactNotFound, WorkflowNotFound
 from workflows.application.runs.moves import enact, next_job
+from workflows.application.trigger_cache import event_candidates, trigger_cache
 from workflows.domain.enrollment import NO_RUNS, ChainOrigin, Check, History, enrollment_gate, reads_history
 from workflows.domain.errors import IdempotencyConflict, WorkflowValidationError
 from workflows.domain.execution import Execution
 from workflows.domain.triggers import EVENT_NAME, TAG_EVENTS, Reenrollment
 from workflows.domain.workflow import WorkflowStatus
 from workflows.infrastructure.models import TriggerSource, WorkflowExecution
-from workflows.infrastructure.store import RUN_COLUMNS, RunRow, RunStore, trigger_cache
+from workflows.infrastructure.store import RUN_COLUMNS, RunRow, RunStore
 
 log = logging.getLogger("relay.workflows")
 
@@ -242,7 +243,7 @@ def record_event(
     # hot path of every tag and update step, and nothing here needs to be undone apart from the caller.
     store = RunStore()
     with transaction.atomic(savepoint=False):
-        matches = store.event_candidates(account_id, name, tag if name in TAG_EVENTS else None)
+        matches = event_candidates(store, account_id, name, tag if name in TAG_EVENTS else None)
         if not matches:
             return EventOutcome([], [])
         facts = store.contact(contact_id, account_id)

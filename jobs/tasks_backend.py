@@ -1,6 +1,6 @@
 """Django's tasks framework on Relay's queue.
 
-    TASKS = {"default": {"BACKEND": "jobs.infrastructure.tasks_backend.RelayTaskBackend"}}
+    TASKS = {"default": {"BACKEND": "jobs.tasks_backend.RelayTaskBackend"}}
 
     @task(priority=10)
     def rebuild_index(name): ...
