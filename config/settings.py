@@ -214,7 +214,7 @@ LOGGING["handlers"]["discard"] = {"class": "logging.NullHandler"}
 LOGGING["loggers"]["urllib3"] = {"level": "CRITICAL", "handlers": ["discard"], "propagate": False}
 
 # --- REST API ---------------------------------------------------------------------
-# /api/v1/ (config/api/): bearer tokens (accounts.ApiToken), problem details for
+# /api/v1/ (the api app): bearer tokens (accounts.ApiToken), problem details for
 # every error, cursor pagination, per-token throttling. DDD_NOTES.md "REST API".
 API_MAX_BODY_BYTES = env.int("API_MAX_BODY_BYTES", default=1024 * 1024)  # larger bodies: 413
 API_PAGE_SIZE = env.int("API_PAGE_SIZE", default=50)  # items per page unless ?page_size= says otherwise
@@ -226,22 +226,22 @@ API_THROTTLE_RATE = env.str("API_THROTTLE_RATE", default="600/min")  # per token
 # when several web processes serve the API.
 CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
 
-INSTALLED_APPS += ["drf_spectacular", "drf_spectacular_sidecar"]
+INSTALLED_APPS += ["api", "drf_spectacular", "drf_spectacular_sidecar"]
 # Refuse oversized API bodies before anything reads them.
 MIDDLEWARE.insert(
     MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
-    "config.api.middleware.ApiBodyLimitMiddleware",
+    "api.middleware.ApiBodyLimitMiddleware",
 )
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["accounts.api.authentication.BearerTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["accounts.api.permissions.HasAccountPermission"],
-    "DEFAULT_THROTTLE_CLASSES": ["config.api.throttling.TokenRateThrottle"],
-    "DEFAULT_PAGINATION_CLASS": "config.api.pagination.ApiCursorPagination",
+    "DEFAULT_THROTTLE_CLASSES": ["api.throttling.TokenRateThrottle"],
+    "DEFAULT_PAGINATION_CLASS": "api.pagination.ApiCursorPagination",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["config.api.parsers.StrictJSONParser"],
-    "DEFAULT_SCHEMA_CLASS": "config.api.schema.ApiAutoSchema",
-    "EXCEPTION_HANDLER": "config.api.problems.problem_exception_handler",
+    "DEFAULT_PARSER_CLASSES": ["api.parsers.StrictJSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "api.schema.ApiAutoSchema",
+    "EXCEPTION_HANDLER": "api.problems.problem_exception_handler",
     "UNAUTHENTICATED_USER": None,  # no AnonymousUser: anonymous requests get 401 before any view code
     "DATETIME_FORMAT": "iso-8601",
     "PAGE_SIZE": API_PAGE_SIZE,
@@ -265,7 +265,7 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "config.api.schema.add_problem_headers",
+        "api.schema.add_problem_headers",
     ],
     "PATH_CONVERTER_OVERRIDES": {"api_id": {"type": "integer", "minimum": 1, "maximum": 10**18 - 1}},
     "ENUM_NAME_OVERRIDES": {"JobStatusEnum": "jobs.api.serializers.JOB_STATUS_CHOICES"},

@@ -1,16 +1,16 @@
-"""Top-level URL map: the admin, and each app's API under /api/v1/."""
+"""Top-level URL map: the admin, the REST API under /api/ (the api app composes /api/v1/), the public pages."""
 
 from django.contrib import admin
 from django.urls import include, path
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("api/", include("config.api.urls")),
+    path("api/", include("api.urls")),
     path("", include("integrations.api.urls")),  # public: /unsubscribe/<token>/, /hooks/twilio/sms/
 ]
 
 # Under /api/ these answer problem documents (RFC 9457); elsewhere Django's own pages.
-handler400 = "config.api.problems.handler400"
-handler403 = "config.api.problems.handler403"
-handler404 = "config.api.problems.handler404"
-handler500 = "config.api.problems.handler500"
+handler400 = "api.problems.handler400"
+handler403 = "api.problems.handler403"
+handler404 = "api.problems.handler404"
+handler500 = "api.problems.handler500"

@@ -3,7 +3,7 @@
 from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
-from config.api.serializers import StrictSerializer
+from api.serializers import StrictSerializer
 from contacts.domain.model import MAX_TAG_LENGTH, ConsentChannel
 from contacts.infrastructure.models import Contact
 

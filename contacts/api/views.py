@@ -6,9 +6,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.domain.roles import Permission
-from config.api.filters import Boolean, FilterSet, Text, Timestamp
-from config.api.problems import InvalidInput
-from config.api.views import AccountView, no_content
+from api.filters import Boolean, FilterSet, Text, Timestamp
+from api.problems import InvalidInput
+from api.views import AccountView, no_content
 from contacts.api.serializers import ContactChangeIn, ContactCreateIn, ContactOut, ContactReplaceIn, TagIn
 from contacts.application.selectors import contact_get, contact_list
 from contacts.application.services import (

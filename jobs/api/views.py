@@ -11,10 +11,10 @@ from rest_framework.response import Response
 
 from accounts.application.selectors import account_by_ref
 from accounts.domain.roles import Permission
-from config.api.filters import Choice, FilterSet, Text
-from config.api.problems import Conflict, InvalidInput, InvalidState, NotFound
-from config.api.schema import problems
-from config.api.views import AccountView, OperatorView
+from api.filters import Choice, FilterSet, Text
+from api.problems import Conflict, InvalidInput, InvalidState, NotFound
+from api.schema import problems
+from api.views import AccountView, OperatorView
 from jobs.api.serializers import JobOut, JobStatsOut, OperatorJobOut
 from jobs.application.operations import JobConflict, JobNotFound, job_cancel, job_get, job_list, job_retry, job_stats
 from jobs.domain.states import IllegalJobTransition, JobStatus

@@ -15,8 +15,8 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
-from config.api.converters import ID_SCHEMA
-from config.api.serializers import StrictSerializer
+from api.converters import ID_SCHEMA
+from api.serializers import StrictSerializer
 from workflows.api.redaction import shown_steps
 from workflows.application.selectors import has_unpublished_changes
 from workflows.domain.actions import MAX_STEP_NAME, MAX_STEPS, ActionType

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from config.api import converters  # noqa: F401 - registers <api_id:...>
+from api import converters  # noqa: F401 - registers <api_id:...>
 from workflows.api import views
 
 urlpatterns = [

@@ -19,9 +19,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.domain.roles import Permission
-from config.api.filters import Choice, FilterSet, Integer, Text, Timestamp
-from config.api.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent
-from config.api.problems import (
+from api.filters import Choice, FilterSet, Integer, Text, Timestamp
+from api.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent
+from api.problems import (
     Conflict,
     InvalidInput,
     InvalidState,
@@ -29,8 +29,8 @@ from config.api.problems import (
     TooManyRequests,
     problem_type,
 )
-from config.api.schema import problems
-from config.api.views import AccountView
+from api.schema import problems
+from api.views import AccountView
 from contacts.application.selectors import contact_get
 from contacts.infrastructure.models import Contact
 from workflows.api.redaction import restore_hidden

@@ -7,7 +7,7 @@ from base64 import b64encode
 import pytest
 from django.core.handlers.asgi import ASGIRequest
 
-from config.api.middleware import ApiBodyLimitMiddleware
+from api.middleware import ApiBodyLimitMiddleware
 from contacts.models import Contact
 from tests.factories import ContactFactory
 from tests.integration.api.conftest import assert_problem, client_for, error_fields

@@ -4,7 +4,7 @@ from django.http import HttpRequest
 from django.urls import path
 from rest_framework.request import Request
 
-from config.api.views import AccountView
+from api.views import AccountView
 from config.urls import handler400, handler403, handler404, handler500
 from config.urls import urlpatterns as project_urls
 

@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 import pytest
 from rest_framework.exceptions import ErrorDetail, ParseError
 
-from config.api.filters import Boolean, Choice, FilterSet, Integer, Text, Timestamp
-from config.api.parsers import StrictJSONParser
-from config.api.problems import InvalidInput, error_paths, problem_document, summarize
+from api.filters import Boolean, Choice, FilterSet, Integer, Text, Timestamp
+from api.parsers import StrictJSONParser
+from api.problems import InvalidInput, error_paths, problem_document, summarize
 from jobs.domain.states import JobStatus
 
 

@@ -21,7 +21,7 @@ from drf_spectacular.utils import OpenApiParameter
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
-from config.api.problems import InvalidInput, Unprocessable
+from api.problems import InvalidInput, Unprocessable
 from idempotency.application.services import remember
 from idempotency.domain.keys import Answer, InvalidKey, KeyReused, check_key, fingerprint
 

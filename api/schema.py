@@ -15,7 +15,7 @@ from drf_spectacular.openapi import AutoSchema
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 
-from config.api.problems import PROBLEM_CONTENT_TYPE
+from api.problems import PROBLEM_CONTENT_TYPE
 
 
 class FieldErrorSerializer(serializers.Serializer):

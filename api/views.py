@@ -28,9 +28,9 @@ from rest_framework.serializers import BaseSerializer
 from accounts.api.permissions import HasAccountPermission, IsOperator
 from accounts.domain.roles import Permission
 from accounts.domain.tokens import ApiCaller
-from config.api.filters import FilterSet
-from config.api.pagination import ApiCursorPagination
-from config.api.problems import DomainErrorMap, NotFound
+from api.filters import FilterSet
+from api.pagination import ApiCursorPagination
+from api.problems import DomainErrorMap, NotFound
 
 T = TypeVar("T")
 

@@ -28,7 +28,7 @@ from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
 
-from config.api.problems import InvalidInput
+from api.problems import InvalidInput
 
 MAX_TEXT = 254
 

@@ -12,7 +12,7 @@ from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
 
-from config.api.problems import api_not_found
+from api.problems import api_not_found
 
 # integrations is not here: its api/urls.py holds public non-API pages (unsubscribe, provider hooks),
 # mounted at the site root by config/urls.py.

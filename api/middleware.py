@@ -6,7 +6,7 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
 
-from config.api.problems import is_api_request, problem_http_response
+from api.problems import is_api_request, problem_http_response
 
 
 def _too_large(limit: int) -> HttpResponse:

@@ -1,4 +1,7 @@
-"""The REST API's shared conventions, used by every app's `<app>/api/` package.
+"""The REST API's shared kernel: the conventions every app's `<app>/api/` package builds on.
+
+An app of its own (as HackSoft's styleguide keeps `api/`), so that `config/` stays the composition root
+(settings, urls, wsgi, asgi) and no app imports it.
 
 problems    RFC 9457 problem details for every error, and the problem exception classes
 views       ApiView, AccountView, OperatorView: the base classes of every endpoint

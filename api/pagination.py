@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework.exceptions import NotFound as DRFNotFound
 from rest_framework.pagination import CursorPagination
 
-from config.api.problems import InvalidInput
+from api.problems import InvalidInput
 
 
 class ApiCursorPagination(CursorPagination):
