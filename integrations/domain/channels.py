@@ -3,7 +3,7 @@
 Workflows talk to these protocols only; `integrations.application.channels`
 hands out the configured implementation. A channel either returns a
 DeliveryResult / WebhookResponse or raises one of the queue's classified
-errors (jobs.domain.errors: RetryableError and its kinds for what may pass,
+errors (kernel.failures: RetryableError and its kinds for what may pass,
 PermanentError and its kinds for what will not), so a failure is classified
 once, where the protocol's answer is understood.
 """

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-from jobs.domain.errors import (
+from kernel.failures import (
     AuthFailure,
     JobError,
     RateLimited,

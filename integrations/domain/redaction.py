@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from jobs.domain.errors import redact_urls
+from kernel.failures import redact_urls
 
 REDACTED = "[redacted]"
 

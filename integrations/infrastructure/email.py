@@ -23,7 +23,7 @@ from django.core.validators import validate_email
 from integrations.domain.channels import DeliveryResult, EmailMessage, attach_failure_details
 from integrations.domain.failures import failure_for_smtp_reply
 from integrations.domain.sms import mask_email
-from jobs.domain.errors import JobError, NetworkFailure, ServerFailure, TimeoutFailure, ValidationFailure
+from kernel.failures import JobError, NetworkFailure, ServerFailure, TimeoutFailure, ValidationFailure
 
 log = logging.getLogger("relay.integrations.email")
 

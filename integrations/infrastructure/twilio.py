@@ -30,7 +30,7 @@ from django.conf import settings
 from integrations.domain.channels import DeliveryResult, attach_failure_details
 from integrations.domain.failures import failure_for_status, is_success, parse_retry_after
 from integrations.domain.sms import MAX_SMS_LENGTH, is_e164, mask_phone, normalize_phone
-from jobs.domain.errors import AuthFailure, NetworkFailure, TimeoutFailure, ValidationFailure
+from kernel.failures import AuthFailure, NetworkFailure, TimeoutFailure, ValidationFailure
 
 log = logging.getLogger("relay.integrations.twilio")
 

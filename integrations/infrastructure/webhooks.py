@@ -45,7 +45,7 @@ from integrations.domain.redaction import excerpt, redact, request_secrets
 from integrations.domain.signing import HEADERS as SIGNATURE_HEADERS
 from integrations.domain.signing import new_message_id, signature_headers
 from integrations.domain.ssrf import AllowList, Resolver, TargetRefused, VettedTarget, normalize_host, vet_target
-from jobs.domain.errors import (
+from kernel.failures import (
     JobError,
     NetworkFailure,
     TimeoutFailure,

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from jobs.domain.errors import LeaseLost
+from kernel.failures import LeaseLost
 
 if TYPE_CHECKING:
     from jobs.application.queue import JobSpec

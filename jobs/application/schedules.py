@@ -17,9 +17,9 @@ from django.utils import timezone
 
 from jobs.application.queue import enqueue
 from jobs.application.registry import is_registered
-from jobs.domain.errors import format_error
 from jobs.domain.schedule import InvalidCron, next_tick, validate_cron
 from jobs.infrastructure.models import Schedule
+from kernel.failures import format_error
 
 log = logging.getLogger("relay.worker")
 

@@ -43,10 +43,10 @@ from jobs.application import notifications
 from jobs.application.config import QueueConfig
 from jobs.application.context import JobContext, context_for
 from jobs.application.registry import DeadLetter, UnknownHandler, dead_letter_hook, get_batch_handler, get_handler
-from jobs.domain.errors import JobTimeout, LeaseLost, PermanentError, classify, format_error
 from jobs.domain.states import JobStatus
 from jobs.infrastructure.listener import NotificationListener
 from jobs.infrastructure.store import ClaimedJob, Finished, JobStore, private_connection, store_for
+from kernel.failures import JobTimeout, LeaseLost, PermanentError, classify, format_error
 
 log = logging.getLogger("relay.worker")
 

@@ -9,8 +9,8 @@ The workflow engine uses this same policy with its own numbers.
 import random
 from dataclasses import dataclass
 
-from jobs.domain.errors import ClassifiedError
 from jobs.domain.states import JobStatus
+from kernel.failures import ClassifiedError
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 from jobs.application.context import JobContext
 from jobs.application.registry import job_handler
-from jobs.domain.errors import AuthFailure, RateLimited, ServerFailure, ValidationFailure
+from kernel.failures import AuthFailure, RateLimited, ServerFailure, ValidationFailure
 
 ERRORS = {
     "server": ServerFailure,

@@ -1,7 +1,7 @@
 """One ActionExecutor per action type, picked by `executor_for(step.action_type)`.
 
 Executors carry a step out and return its response data, or raise one of
-the queue's classified errors (jobs.domain.errors) so the RetryService can
+the queue's classified errors (kernel.failures) so the RetryService can
 decide what follows. Sending actions reach the outside world only through
 the channel factories of `integrations.application.channels`; contact
 actions only through the contacts services (so their events fire and
@@ -27,7 +27,7 @@ from contacts.application.services import contact_add_tag, contact_remove_tag, c
 from contacts.domain.model import ConsentState, ContactError, normalize_tag
 from integrations.application import channels
 from integrations.domain.channels import EmailMessage, WebhookRequest
-from jobs.domain.errors import ValidationFailure
+from kernel.failures import ValidationFailure
 from workflows.domain.actions import (
     SMS_MAX_LENGTH,
     ActionType,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from jobs.domain.errors import PermanentError
+from kernel.failures import PermanentError
 
 
 class WorkflowDomainError(Exception):

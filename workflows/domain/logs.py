@@ -1,6 +1,6 @@
 """What an ExecutionLog row may hold: bounded, redacted response data.
 
-Error details follow the queue's one rule (`jobs.domain.errors.format_error`:
+Error details follow the queue's one rule (`kernel.failures.format_error`:
 `Type: message`, one line, URLs cut to scheme and host, at most 1,000
 characters). Response data is ours: a small JSON object (at most
 8 KB), every text in it with URLs cut to scheme and host,
@@ -19,7 +19,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from jobs.domain.errors import redact_urls, storable_text, truncate
+from kernel.failures import redact_urls, storable_text, truncate
 
 RESPONSE_DATA_MAX_BYTES = 8192
 MAX_TEXT = 4096  # a webhook answer's body is kept up to WEBHOOK_RESPONSE_BODY_CHARS (4,096)

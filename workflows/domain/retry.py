@@ -13,8 +13,8 @@ import dataclasses
 import random
 from dataclasses import dataclass
 
-from jobs.domain.errors import ClassifiedError, classify
 from jobs.domain.retry import RetryPolicy
+from kernel.failures import ClassifiedError, classify
 from workflows.domain.actions import RetryOverrides
 
 

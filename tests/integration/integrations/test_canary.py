@@ -7,7 +7,7 @@ import pytest
 
 from integrations.application.channels import webhook_client
 from integrations.domain.channels import WebhookRequest, failure_details
-from jobs.domain.errors import JobError, classify, format_error
+from kernel.failures import JobError, classify, format_error
 
 pytestmark = pytest.mark.django_db
 

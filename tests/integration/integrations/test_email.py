@@ -9,7 +9,7 @@ from django.test import Client
 from contacts.models import ConsentChange
 from integrations.application.channels import email_channel
 from integrations.domain.channels import EmailMessage, failure_details
-from jobs.domain.errors import NetworkFailure, ServerFailure, TimeoutFailure, ValidationFailure, classify
+from kernel.failures import NetworkFailure, ServerFailure, TimeoutFailure, ValidationFailure, classify
 from tests.integration.integrations.servers import closed_port
 
 pytestmark = [pytest.mark.django_db, pytest.mark.filterwarnings("error::DeprecationWarning")]

@@ -12,7 +12,7 @@ import trustme
 from integrations.application.channels import webhook_client
 from integrations.domain.channels import WebhookRequest
 from integrations.infrastructure.webhooks import RequestsWebhookClient
-from jobs.domain.errors import NetworkFailure, ValidationFailure, classify
+from kernel.failures import NetworkFailure, ValidationFailure, classify
 from tests.integration.integrations.servers import HttpSink
 
 pytestmark = pytest.mark.django_db

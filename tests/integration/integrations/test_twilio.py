@@ -8,7 +8,7 @@ from integrations.application.channels import sms_channel, voice_channel
 from integrations.domain.channels import failure_details
 from integrations.infrastructure.console import ConsoleSmsChannel, ConsoleVoiceChannel
 from integrations.infrastructure.twilio import TwilioSmsChannel, TwilioVoiceChannel
-from jobs.domain.errors import (
+from kernel.failures import (
     AuthFailure,
     NetworkFailure,
     RateLimited,

@@ -12,7 +12,7 @@ from integrations.application.channels import webhook_client
 from integrations.application.secrets import forget_cached_secrets, webhook_secret_get_or_create, webhook_secret_rotate
 from integrations.domain.channels import WebhookRequest, WebhookResponse, failure_details
 from integrations.infrastructure.models import WebhookSigningSecret
-from jobs.domain.errors import (
+from kernel.failures import (
     AuthFailure,
     NetworkFailure,
     RateLimited,

@@ -26,9 +26,9 @@ from jobs.application.context import JobContext, complete_all, context_for
 from jobs.application.queue import JobSpec, enqueue, enqueue_many
 from jobs.application.registry import batch_handler, get_batch_handler, job_handler
 from jobs.application.worker import Worker
-from jobs.domain.errors import LeaseLost
 from jobs.infrastructure.store import get_store
 from jobs.models import Job
+from kernel.failures import LeaseLost
 
 # A claim commits on its own, and the worker runs on its own connections: these tests commit.
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -6,7 +6,7 @@ from email.utils import format_datetime
 import pytest
 
 from integrations.domain.failures import failure_for_smtp_reply, failure_for_status, parse_retry_after
-from jobs.domain.errors import (
+from kernel.failures import (
     AuthFailure,
     RateLimited,
     ServerFailure,

@@ -13,7 +13,7 @@ from integrations.domain.sms import (
     normalize_phone,
 )
 from integrations.infrastructure.twilio import call_twiml, signature_is_valid, twilio_signature
-from jobs.domain.errors import ValidationFailure
+from kernel.failures import ValidationFailure
 
 
 @pytest.mark.parametrize("keyword", sorted(OPT_OUT_KEYWORDS))

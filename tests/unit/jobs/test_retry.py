@@ -4,15 +4,15 @@ import random
 
 import pytest
 
-from jobs.domain.errors import (
+from jobs.domain.retry import RetryPolicy
+from jobs.domain.states import JobStatus
+from kernel.failures import (
     AuthFailure,
     RateLimited,
     ServerFailure,
     ValidationFailure,
     classify,
 )
-from jobs.domain.retry import RetryPolicy
-from jobs.domain.states import JobStatus
 
 POLICY = RetryPolicy(max_attempts=4, base_delay=60, max_delay=3600, jitter=0.25)
 

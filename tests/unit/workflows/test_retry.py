@@ -4,7 +4,8 @@ import random
 
 import pytest
 
-from jobs.domain.errors import (
+from jobs.domain.retry import RetryPolicy
+from kernel.failures import (
     AuthFailure,
     NetworkFailure,
     RateLimited,
@@ -12,7 +13,6 @@ from jobs.domain.errors import (
     TimeoutFailure,
     ValidationFailure,
 )
-from jobs.domain.retry import RetryPolicy
 from workflows.domain.actions import RetryOverrides
 from workflows.domain.retry import RetryService
 

@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from jobs.application.context import JobContext, complete_all
 from jobs.application.registry import BatchItem
-from jobs.domain.errors import LeaseLost, format_error
+from kernel.failures import LeaseLost, format_error
 from workflows.application.actions import executor_for
 from workflows.application.definitions import load_version
 from workflows.application.errors import ExecutionNotFound

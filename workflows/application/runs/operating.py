@@ -23,7 +23,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from jobs.application.operations import cancel_pending_jobs
-from jobs.domain.errors import truncate
+from kernel.failures import truncate
 from workflows.application.errors import ExecutionNotFound
 from workflows.application.runs.moves import cancel_next_job, enact, run_id
 from workflows.domain.execution import Execution, ExecutionStatus

@@ -21,8 +21,8 @@ from django.db import DatabaseError, transaction
 from accounts.infrastructure.models import Account
 from contacts.infrastructure.models import Contact
 from jobs.application.queue import enqueue_many
-from jobs.domain.errors import format_error
 from jobs.domain.ids import uuid7
+from kernel.failures import format_error
 from workflows.application.chain import current_origin
 from workflows.application.definitions import LoadedVersion, load_version
 from workflows.application.errors import ContactNotFound, WorkflowNotFound

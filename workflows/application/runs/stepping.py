@@ -43,8 +43,8 @@ from django.utils import timezone
 
 from integrations.domain.channels import failure_details
 from jobs.application.context import JobContext
-from jobs.domain.errors import format_error
 from jobs.domain.retry import RetryPolicy
+from kernel.failures import format_error
 from workflows.application.actions import ActionExecutor, ActionResult, StepRun, executor_for
 from workflows.application.chain import caused_by
 from workflows.application.definitions import LoadedVersion, load_version

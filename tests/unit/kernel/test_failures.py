@@ -6,7 +6,7 @@ import psycopg
 import pytest
 from django.db import DataError
 
-from jobs.domain.errors import (
+from kernel.failures import (
     MAX_ERROR_LENGTH,
     AuthFailure,
     ErrorCategory,
