@@ -26,7 +26,6 @@ from django.utils.html import format_html
 
 from accounts.admin_scoping import AccountScopedAdmin, check_account
 from contacts.infrastructure.models import Contact
-from workflows.api.redaction import shown_json, shown_step, shown_steps
 from workflows.application.definitions import validation_context
 from workflows.application.errors import NotFound
 from workflows.application.runs.operating import RUN_OPERATIONS, cancel_run, pause_run, resume_run, retry_run
@@ -34,6 +33,7 @@ from workflows.application.runs.starting import start_run
 from workflows.application.selectors import has_unpublished_changes
 from workflows.application.workflows import WorkflowService, check_workflow
 from workflows.domain.errors import IllegalExecutionTransition, WorkflowDomainError, WorkflowValidationError
+from workflows.domain.redaction import shown_json, shown_step, shown_steps
 from workflows.domain.workflow import WorkflowStatus, parse_steps
 from workflows.infrastructure.models import (
     ExecutionLog,

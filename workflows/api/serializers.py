@@ -17,10 +17,10 @@ from rest_framework import serializers
 
 from api.converters import ID_SCHEMA
 from api.serializers import StrictSerializer
-from workflows.api.redaction import shown_steps
 from workflows.application.selectors import has_unpublished_changes
 from workflows.domain.actions import MAX_STEP_NAME, MAX_STEPS, ActionType
 from workflows.domain.execution import ExecutionStatus, StepOutcome
+from workflows.domain.redaction import shown_steps
 from workflows.domain.triggers import (
     BUILTIN_EVENTS,
     EVENT_NAME,

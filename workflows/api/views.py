@@ -33,7 +33,6 @@ from api.schema import problems
 from api.views import AccountView
 from contacts.application.selectors import contact_get
 from contacts.infrastructure.models import Contact
-from workflows.api.redaction import restore_hidden
 from workflows.api.serializers import (
     EventIn,
     EventOutcomeOut,
@@ -71,6 +70,7 @@ from workflows.domain.errors import (
     WorkflowValidationError,
 )
 from workflows.domain.execution import ExecutionStatus
+from workflows.domain.redaction import restore_hidden
 from workflows.domain.triggers import TriggerType
 from workflows.domain.workflow import WorkflowStatus
 from workflows.infrastructure.models import TriggerSource, Workflow

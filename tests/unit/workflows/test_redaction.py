@@ -1,6 +1,6 @@
 """What workflow responses show of webhook steps, and how hidden values survive a round trip. No database."""
 
-from workflows.api.redaction import REDACTED, restore_hidden, shown_step, shown_url
+from workflows.domain.redaction import REDACTED, restore_hidden, shown_step, shown_url
 
 WEBHOOK = {
     "name": "hook",
