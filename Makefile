@@ -6,13 +6,21 @@ PY        := $(VENV)/bin/python
 STAMP     := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: run test venv install migrate demo lint format bench clean
+.PHONY: run test test-unit typecheck venv install migrate demo lint format bench clean
 
 run: install migrate demo
 	@scripts/run-dev.sh
 
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The database-free tier (domain rules, parsers, the API's conventions): seconds, no database needed.
+test-unit: install
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+# mypy with the Django and DRF plugins over the whole tree (configured in pyproject.toml).
+typecheck: install
+	$(VENV)/bin/mypy
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -47,8 +47,9 @@ class AccountScopedAdmin(admin.ModelAdmin):
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         field = super().formfield_for_foreignkey(db_field, request, **kwargs)
-        if field is not None and hasattr(field, "queryset"):
-            field.queryset = scope_choices(field.queryset, request)
+        queryset = getattr(field, "queryset", None)
+        if field is not None and queryset is not None:
+            field.queryset = scope_choices(queryset, request)
         return field
 
     def save_model(self, request: HttpRequest, obj: Model, form: Any, change: bool) -> None:

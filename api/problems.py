@@ -237,10 +237,12 @@ def problem_exception_handler(exc: Exception, context: Mapping[str, Any]) -> Res
         return None
 
     headers: dict[str, str] = {}
-    if getattr(exc, "auth_header", None):
-        headers["WWW-Authenticate"] = exc.auth_header
-    if getattr(exc, "wait", None):
-        headers["Retry-After"] = str(max(1, round(exc.wait)))
+    auth_header = getattr(exc, "auth_header", None)  # NotAuthenticated from an authenticator that names a scheme
+    if auth_header:
+        headers["WWW-Authenticate"] = auth_header
+    wait = getattr(exc, "wait", None)  # Throttled
+    if wait:
+        headers["Retry-After"] = str(max(1, round(wait)))
 
     if isinstance(exc, Problem):
         document = exc.document()
@@ -254,7 +256,7 @@ def problem_exception_handler(exc: Exception, context: Mapping[str, Any]) -> Res
     elif isinstance(exc, exceptions.Throttled):
         document = problem_document(429, str(exc.detail), type_=THROTTLED, title="Too many requests")
     else:
-        detail = exc.detail
+        detail: Any = exc.detail
         if isinstance(detail, list | dict):
             detail = summarize(list(error_paths(detail)))
         document = problem_document(exc.status_code, str(detail))

@@ -30,7 +30,8 @@ class ProblemSerializer(serializers.Serializer):
     title = serializers.CharField()
     status = serializers.IntegerField()
     detail = serializers.CharField()
-    errors = FieldErrorSerializer(many=True, required=False, help_text="Validation errors, one per bad field.")
+    # The problem document's `errors` member (RFC 9457 extension); it shadows Serializer.errors on the class.
+    errors = FieldErrorSerializer(many=True, required=False, help_text="Validation errors, one per bad field.")  # type: ignore[assignment]
     current_state = serializers.CharField(required=False, help_text="On 409: the state that refused the request.")
 
 

@@ -18,7 +18,7 @@ OperatorView   superusers only, across all accounts.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
 from django.core.exceptions import ObjectDoesNotExist
 from rest_framework.generics import GenericAPIView
@@ -48,7 +48,7 @@ class ApiView(GenericAPIView):
 
     @property
     def caller(self) -> ApiCaller:
-        return self.request.auth
+        return cast(ApiCaller, self.request.auth)  # BearerTokenAuthentication's: every API request has one
 
     def parse_filters(self) -> dict[str, Any]:
         """The declared filters given in the query string, validated (400 naming the allowed values)."""
@@ -71,7 +71,7 @@ class AccountView(ApiView):
 
     @property
     def account_id(self) -> int:
-        return self.caller.account_id
+        return cast(int, self.caller.account_id)  # HasAccountPermission let only an account's token in
 
     def scoped(self, selector: Callable[..., T], **kwargs: Any) -> T:
         """Call an account-scoped selector; whatever it does not find is the same 404 as a missing object."""

@@ -121,7 +121,8 @@ def w1(args, log_dir: Path) -> dict:
 
     launched = time.time()
     workers = start_workers(args.procs, args.concurrency, log_dir, "w1")
-    first_t = first_c = None
+    first_t: float | None = None
+    first_c = 0
     try:
         while True:
             done = count_completed()
@@ -135,6 +136,7 @@ def w1(args, log_dir: Path) -> dict:
             time.sleep(0.2)
     finally:
         stop_workers(workers)
+    assert first_t is not None  # set when the first job completed
     return {
         "workload": "W1",
         "enqueue_single_per_s": round(args.single / single_s, 1),

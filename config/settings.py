@@ -6,6 +6,7 @@ DEBUG=false, ALLOWED_HOSTS and DATABASE_URL. `.env.example` lists them all.
 """
 
 from pathlib import Path
+from typing import Any
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -159,7 +160,7 @@ TASKS = {"default": {"BACKEND": "jobs.tasks_backend.RelayTaskBackend"}}
 
 # --- Logging ------------------------------------------------------------------
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
-LOGGING = {
+LOGGING: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
@@ -247,7 +248,7 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": API_PAGE_SIZE,
 }
 
-SPECTACULAR_SETTINGS = {
+SPECTACULAR_SETTINGS: dict[str, Any] = {
     "TITLE": "Relay API",
     "DESCRIPTION": (
         "Workflow automation for marketing teams. Authenticate with `Authorization: Bearer <token>` "

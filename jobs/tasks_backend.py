@@ -96,7 +96,9 @@ def run_django_task(payload: dict[str, Any], job: JobContext) -> None:
     args, kwargs = payload.get("args", []), payload.get("kwargs", {})
     if task.takes_context:
         result = Job.objects.get(pk=job.id)
-        context = TaskContext(task_result=task_result(task, result, payload.get("backend", "default")))
+        context: TaskContext[Any, Any] = TaskContext(
+            task_result=task_result(task, result, payload.get("backend", "default"))
+        )
         task.call(context, *args, **kwargs)
     else:
         task.call(*args, **kwargs)

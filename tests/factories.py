@@ -22,7 +22,7 @@ class UserFactory(factory.django.DjangoModelFactory):
             obj.save()
 
 
-class AccountFactory(factory.django.DjangoModelFactory):
+class AccountFactory(factory.django.DjangoModelFactory[Account]):
     class Meta:
         model = Account
 
@@ -30,7 +30,7 @@ class AccountFactory(factory.django.DjangoModelFactory):
     slug = factory.Sequence(lambda n: f"account-{n}")
 
 
-class MembershipFactory(factory.django.DjangoModelFactory):
+class MembershipFactory(factory.django.DjangoModelFactory[Membership]):
     class Meta:
         model = Membership
 
@@ -39,7 +39,7 @@ class MembershipFactory(factory.django.DjangoModelFactory):
     role = "owner"
 
 
-class ContactFactory(factory.django.DjangoModelFactory):
+class ContactFactory(factory.django.DjangoModelFactory[Contact]):
     class Meta:
         model = Contact
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.contrib import admin, messages
@@ -73,7 +73,7 @@ class WorkflowForm(forms.ModelForm):
         ]
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        data = cast(dict[str, Any], super().clean())  # a ModelForm's clean() returns its cleaned_data
         try:
             check_workflow(
                 name=data.get("name", self.instance.name),
@@ -109,7 +109,8 @@ def _field_path(field: str) -> str:
 class StepFormSet(BaseInlineFormSet):
     """Checks the steps together, as they will run, and puts each error on the step and field it names."""
 
-    def ordered_forms(self) -> list[forms.ModelForm]:
+    # Not Django's `ordered_forms` property (can_order is off here): the steps' forms in the order they will run.
+    def ordered_forms(self) -> list[forms.ModelForm]:  # type: ignore[override]
         kept = [
             form
             for form in self.forms
@@ -279,7 +280,8 @@ class WorkflowAdmin(AccountScopedAdmin):
         return super().has_change_permission(request, obj)
 
     # --- saving through the service --------------------------------------------------------
-    def save_model(self, request: HttpRequest, obj: Workflow, form: WorkflowForm, change: bool) -> None:
+    # This admin is registered for Workflow only: it narrows the scoped admin's Model.
+    def save_model(self, request: HttpRequest, obj: Workflow, form: WorkflowForm, change: bool) -> None:  # type: ignore[override]
         check_account(request, obj)  # the form offers only the user's accounts; this is the last word
         data = form.cleaned_data
         trigger = {

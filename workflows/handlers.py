@@ -1,5 +1,6 @@
 """The workflow engine's jobs on the queue. Registered by name; the queue knows nothing of workflows."""
 
+from collections.abc import Sequence
 from typing import Any
 
 from jobs.application.context import JobContext
@@ -24,7 +25,7 @@ def workflow_step(payload: dict[str, Any], job: JobContext) -> None:
 
 
 @batch_handler(STEP_HANDLER)
-def workflow_steps(items: list[BatchItem]) -> list[BatchItem]:
+def workflow_steps(items: Sequence[BatchItem]) -> list[BatchItem]:
     """Several runs' internal steps claimed together, in one transaction; the rest go one by one."""
     return run_steps(items)
 

@@ -41,7 +41,7 @@ class HasAccountPermission(BasePermission):
         if caller.account_id is None:
             self.message = NO_ACCOUNT
             return False
-        method = request.method.lower()
+        method = (request.method or "").lower()
         if method not in view.http_method_names or not hasattr(view, method):
             return True  # a method the view does not answer: dispatch says 405, nothing runs
         needed = required_permission(request, view)

@@ -1,5 +1,7 @@
 """Account use cases."""
 
+from typing import cast
+
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.utils.text import slugify
@@ -8,8 +10,8 @@ from accounts.domain.errors import AccountError
 from accounts.domain.roles import Role
 from accounts.infrastructure.models import Account, Membership
 
-_SLUG_MAX = Account._meta.get_field("slug").max_length
-_NAME_MAX = Account._meta.get_field("name").max_length
+_SLUG_MAX = cast(int, Account._meta.get_field("slug").max_length)
+_NAME_MAX = cast(int, Account._meta.get_field("name").max_length)
 
 
 def _free_slug(base: str) -> str:

@@ -1,6 +1,10 @@
 """Account reads."""
 
 import re
+from typing import cast
+
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser
 
 from accounts.infrastructure.models import Account, Membership
 
@@ -17,7 +21,7 @@ def account_by_ref(ref: str) -> Account | None:
     return Account.objects.filter(slug=ref).first()
 
 
-def admin_account_ids(user: object) -> frozenset[int] | None:
+def admin_account_ids(user: AbstractBaseUser | AnonymousUser) -> frozenset[int] | None:
     """The accounts a staff user may see and act for in the Django admin: those they are a member of.
 
     None means every account (a superuser is the superadmin, above all accounts). An anonymous or inactive
@@ -27,4 +31,4 @@ def admin_account_ids(user: object) -> frozenset[int] | None:
         return None
     if not getattr(user, "is_authenticated", False) or not getattr(user, "is_active", False):
         return frozenset()
-    return frozenset(Membership.objects.filter(user_id=user.pk).values_list("account_id", flat=True))
+    return frozenset(Membership.objects.filter(user_id=cast(int, user.pk)).values_list("account_id", flat=True))

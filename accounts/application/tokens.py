@@ -1,6 +1,7 @@
 """API token use cases: issue, revoke, and recognise a presented token."""
 
 from datetime import timedelta
+from typing import cast
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
@@ -51,7 +52,7 @@ def api_token_create(*, user_id: int, account_id: int | None, name: str = "") ->
         raise AccountError("user", f"no user with id {user_id}")
     if not user.is_active:
         raise AccountError("user", f"{user} is not active")
-    if len(name) > ApiToken._meta.get_field("name").max_length:
+    if len(name) > cast(int, ApiToken._meta.get_field("name").max_length):
         raise AccountError("name", "must be at most 100 characters")
     if account_id is None:
         if not user.is_superuser:

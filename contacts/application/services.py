@@ -1,10 +1,10 @@
 """Contact use cases. Every write goes through here, so every change emits its event."""
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, models, transaction
 
 from contacts.application import events
 from contacts.domain.model import (
@@ -134,7 +134,7 @@ def _check_values(fields: dict[str, Any]) -> None:
         if name == "custom_fields":
             continue
         try:
-            Contact._meta.get_field(name).run_validators(value)
+            cast(models.Field, Contact._meta.get_field(name)).run_validators(value)
         except ValidationError as exc:
             raise ContactError(name, " ".join(exc.messages)) from None
 
@@ -175,6 +175,8 @@ def _record_consent(
     """One ConsentChange per changed channel: every change of consent is kept with when and how it happened."""
     channels = {name: channel for channel, name in CONSENT_FIELDS.items()}
     if changes:
+        if source is None:  # _check_consent refuses a consent change without its source, before any write
+            raise ValueError("a consent change needs its source")
         ConsentChange.objects.bulk_create(
             ConsentChange(
                 contact_id=contact_id, channel=channels[name], opted_out=value, source=source, detail=detail[:200]

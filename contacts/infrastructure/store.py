@@ -10,7 +10,7 @@ every rule and every event; this module only reads and writes rows.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from django.db import connections, models
 from django.utils import timezone
@@ -19,8 +19,9 @@ from contacts.domain.model import with_tag, without_tag
 from contacts.infrastructure.models import Contact
 
 TABLE = Contact._meta.db_table
-COLUMNS = tuple(f.column for f in Contact._meta.concrete_fields)
+COLUMNS: tuple[str, ...] = tuple(cast(str, f.column) for f in Contact._meta.concrete_fields)
 _JSON_COLUMNS = frozenset({"tags", "custom_fields"})
+_ATTNAME = {cast(str, f.column): f.attname for f in Contact._meta.concrete_fields}  # column -> model attribute
 
 
 class ContactStore:
@@ -96,7 +97,12 @@ class ContactStore:
         in that instant); the delete still removes them.
         """
         for relation in Contact._meta.get_fields(include_hidden=True):  # runs' relation is hidden (related_name="+")
-            if not (relation.auto_created and relation.one_to_many and relation.on_delete is models.CASCADE):
+            if not (
+                isinstance(relation, models.ForeignObjectRel)
+                and relation.auto_created
+                and relation.one_to_many
+                and relation.on_delete is models.CASCADE
+            ):
                 continue
             rows = relation.related_model._base_manager.using(self.connection.alias)
             list(rows.filter(**{relation.field.name: contact_id}).order_by("pk").select_for_update().values_list("pk"))
@@ -106,7 +112,7 @@ class ContactStore:
         """Write the changed columns (and updated_at); returns the new updated_at."""
         now = timezone.now()
         values = {**changes, "updated_at": now}
-        fields = [Contact._meta.get_field(name) for name in values]
+        fields = [cast(models.Field, Contact._meta.get_field(name)) for name in values]
         params = [field.get_db_prep_save(values[field.name], self.connection) for field in fields]
         with self.connection.cursor() as cursor:
             cursor.execute(
@@ -135,7 +141,7 @@ def row_from_db(values: tuple) -> dict[str, Any]:
 
 def as_contact(row: dict[str, Any], using: str = "default") -> Contact:
     """A Contact built from a row that was just read or written (no query)."""
-    contact = Contact(**{Contact._meta.get_field(c).attname: v for c, v in row.items() if c != "id"}, id=row["id"])
+    contact = Contact(**{_ATTNAME[c]: v for c, v in row.items() if c != "id"}, id=row["id"])
     contact._state.adding = False
     contact._state.db = using
     return contact

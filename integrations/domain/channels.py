@@ -115,9 +115,9 @@ def failure_details(error: BaseException) -> dict[str, Any]:
     return dict(data) if isinstance(data, dict) else {}
 
 
-def attach_failure_details(
-    error: BaseException, response_data: dict[str, Any], response: WebhookResponse | None = None
-) -> BaseException:
+def attach_failure_details[E: BaseException](
+    error: E, response_data: dict[str, Any], response: WebhookResponse | None = None
+) -> E:
     """Attach what the step's log should keep to a classified error (see failure_details)."""
     error.response_data = response_data  # type: ignore[attr-defined]
     error.response = response  # type: ignore[attr-defined]

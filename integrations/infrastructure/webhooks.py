@@ -304,7 +304,7 @@ class RequestsWebhookClient:
 
     def settings(self) -> WebhookSettings:
         config = self._config or WebhookSettings.from_settings()
-        overrides: dict[str, float] = {}
+        overrides: dict[str, Any] = {}
         if self._connect_timeout is not None:
             overrides["connect_timeout"] = self._connect_timeout
         if self._read_timeout is not None:

@@ -1,6 +1,8 @@
 """Job rows for the API. Fields are listed one by one and the payload is never among them:
 payloads may carry personal data and secrets, and no jobs response shows them (operators included)."""
 
+from typing import Any
+
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
@@ -62,7 +64,9 @@ class JobOut(serializers.ModelSerializer):
 
 @extend_schema_serializer(component_name="OperatorJob")
 class OperatorJobOut(JobOut):
-    account_slug = serializers.SlugRelatedField(source="account", slug_field="slug", read_only=True, allow_null=True)
+    account_slug: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        source="account", slug_field="slug", read_only=True, allow_null=True
+    )
     duration_seconds = serializers.FloatField(read_only=True, allow_null=True)
 
     class Meta(JobOut.Meta):

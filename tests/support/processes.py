@@ -79,7 +79,7 @@ class WorkerProcess:
         return self.proc.returncode
 
 
-def wait_until(predicate: Callable[[], object], timeout: float = 20, what: str = "condition") -> object:
+def wait_until[T](predicate: Callable[[], T], timeout: float = 20, what: str = "condition") -> T:
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()

@@ -244,7 +244,8 @@ class WorkflowOut(WorkflowSummaryOut):
     has_unpublished_changes = serializers.SerializerMethodField(
         help_text="True when the draft differs from the current version (or it was never published)."
     )
-    step_count = serializers.SerializerMethodField(help_text="Steps of the draft.")
+    # The summary's count of the current version, here the draft's: a field may be redeclared, the stubs say no.
+    step_count = serializers.SerializerMethodField(help_text="Steps of the draft.")  # type: ignore[assignment]
 
     class Meta(WorkflowSummaryOut.Meta):
         fields = [*WorkflowSummaryOut.Meta.fields, "steps", "has_unpublished_changes"]
@@ -300,7 +301,8 @@ class ExecutionStartIn(StrictSerializer):
     contact = serializers.IntegerField(
         min_value=1, max_value=ID_SCHEMA["maximum"], help_text="A contact of your account."
     )
-    data = serializers.DictField(
+    # A body field named `data`, as the API documents it; on the class it shadows Serializer.data (the stubs say no).
+    data = serializers.DictField(  # type: ignore[assignment]
         required=False, help_text="Any JSON object (at most 64 KB): the run's trigger data, `{{ trigger.* }}`."
     )
 
@@ -404,7 +406,8 @@ class EventIn(StrictSerializer):
     contact = serializers.IntegerField(
         min_value=1, max_value=ID_SCHEMA["maximum"], help_text="A contact of your account."
     )
-    data = serializers.DictField(
+    # A body field named `data`, as the API documents it; on the class it shadows Serializer.data (the stubs say no).
+    data = serializers.DictField(  # type: ignore[assignment]
         required=False, help_text="Any JSON object (at most 64 KB): each run's trigger data, `{{ trigger.* }}`."
     )
 

@@ -13,6 +13,7 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
+from django.http import HttpResponse
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
@@ -23,6 +24,7 @@ from api.filters import Choice, FilterSet, Integer, Text, Timestamp
 from api.idempotency import IDEMPOTENCY_KEY_PARAMETER, idempotent
 from api.problems import (
     Conflict,
+    DomainErrorMap,
     InvalidInput,
     InvalidState,
     NotFound,
@@ -99,7 +101,7 @@ def run_limit(error: ConcurrentExecutionLimitError) -> TooManyRequests:
     )
 
 
-WORKFLOW_ERRORS = {
+WORKFLOW_ERRORS: DomainErrorMap = {
     LookupNotFound: lambda e: NotFound(),  # a workflow or run of another account, or none at all
     WorkflowValidationError: lambda e: invalid(e.errors),
     IllegalWorkflowTransition: lambda e: InvalidState(str(e), current_state=e.current),
@@ -158,7 +160,7 @@ class WorkflowListView(WorkflowView):
         request=WorkflowCreateIn,
         responses={201: WorkflowOut, **problems(422)},
     )
-    def post(self, request: Request) -> Response:
+    def post(self, request: Request) -> HttpResponse:
         return idempotent(self, lambda: self._create(request))
 
     def _create(self, request: Request) -> Response:
@@ -303,7 +305,7 @@ class WorkflowExecutionsView(WorkflowView):
         request=ExecutionStartIn,
         responses={201: ExecutionOut, **problems(409, 422)},
     )
-    def post(self, request: Request, workflow_id: int) -> Response:
+    def post(self, request: Request, workflow_id: int) -> HttpResponse:
         return idempotent(self, lambda: self._start(request, workflow_id))
 
     def _filters(self) -> dict[str, Any]:
@@ -349,7 +351,7 @@ class EventView(WorkflowView):
         request=EventIn,
         responses={200: EventOutcomeOut, **problems(422)},
     )
-    def post(self, request: Request) -> Response:
+    def post(self, request: Request) -> HttpResponse:
         return idempotent(self, lambda: self._record(request))
 
     def _record(self, request: Request) -> Response:

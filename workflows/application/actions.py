@@ -8,16 +8,19 @@ actions only through the contacts services (so their events fire and
 workflows chain). Config problems were refused when the workflow was saved;
 what can still go wrong here is this run's data (a template that renders an
 invalid URL, a tag that normalizes to nothing): a permanent error.
+
+Each executor casts `run.step.config` to its own config type: `executor_for`
+picks it by the step's action type, which is what parsed that config.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 from uuid import UUID
 
 from django.core.exceptions import ValidationError
@@ -138,7 +141,7 @@ class SendEmail:
     def execute(self, run: StepRun) -> ActionResult:
         if skip := _skip(run, "email"):
             return skip
-        config: SendEmailConfig = run.step.config
+        config = cast(SendEmailConfig, run.step.config)
         subject = " ".join(run.text(config.subject, "subject").split())  # one line, always
         message = EmailMessage(
             to=run.contact["email"],
@@ -159,7 +162,7 @@ class SendSms:
     def execute(self, run: StepRun) -> ActionResult:
         if skip := _skip(run, "phone"):
             return skip
-        config: SendSmsConfig = run.step.config
+        config = cast(SendSmsConfig, run.step.config)
         body = run.text(config.body, "body").strip()
         if not body:
             raise ValidationFailure("body: the message is empty once filled in")
@@ -176,7 +179,7 @@ class SendVoice:
     def execute(self, run: StepRun) -> ActionResult:
         if skip := _skip(run, "phone"):
             return skip
-        config: SendVoiceConfig = run.step.config
+        config = cast(SendVoiceConfig, run.step.config)
         message = run.text(config.message, "message").strip() if config.message else None
         if config.message and not message:
             raise ValidationFailure("message: the message is empty once filled in")
@@ -191,7 +194,7 @@ class Webhook:
     external = True
 
     def execute(self, run: StepRun) -> ActionResult:
-        config: WebhookConfig = run.step.config
+        config = cast(WebhookConfig, run.step.config)
         url = run.text(config.url, "url").strip()
         problem = http_url_problem(url)
         if problem:
@@ -243,7 +246,7 @@ class Wait:
     external = False
 
     def execute(self, run: StepRun) -> ActionResult:
-        config: WaitConfig = run.step.config
+        config = cast(WaitConfig, run.step.config)
         if config.seconds is not None:
             until = run.now + timedelta(seconds=config.seconds)
         else:
@@ -260,12 +263,11 @@ class UpdateContact:
     external = False
 
     def execute(self, run: StepRun) -> ActionResult:
-        config: UpdateContactConfig = run.step.config
+        config = cast(UpdateContactConfig, run.step.config)
         fields: dict[str, Any] = {name: run.text(value, f"fields.{name}").strip() for name, value in config.fields}
         if config.custom_fields:
             fields["custom_fields"] = {
-                key: render_tree(value, lambda text, key=key: run.text(text, f"custom_fields.{key}"))
-                for key, value in config.custom_fields
+                key: render_tree(value, _custom_field_text(run, key)) for key, value in config.custom_fields
             }
         try:
             contact = contact_update(contact_id=run.contact_id, fields=fields, locked_row=run.locked_contact_row)
@@ -279,11 +281,15 @@ class UpdateContact:
         return ActionResult({"updated": sorted(fields), "contact_id": contact.pk})
 
 
+def _custom_field_text(run: StepRun, key: str) -> Callable[[str], str]:
+    return lambda text: run.text(text, f"custom_fields.{key}")
+
+
 class _TagAction:
     add: bool
 
     def execute(self, run: StepRun) -> ActionResult:
-        config: TagConfig = run.step.config
+        config = cast(TagConfig, run.step.config)
         try:
             tag = normalize_tag(run.text(config.tag, "tag"))
             if self.add:

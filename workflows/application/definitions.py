@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -102,7 +103,7 @@ def load_version(version_id: UUID) -> LoadedVersion:
     return loaded
 
 
-def version_from_row(row: dict[str, Any]) -> LoadedVersion:
+def version_from_row(row: Mapping[str, Any]) -> LoadedVersion:
     """A published version, read without re-validation (see the module docstring)."""
     definition = parse_definition(
         trigger={

@@ -138,10 +138,10 @@ class WorkflowService:
                 "steps": steps,
             }
             current = workflow.current_version
-            created = not (current is not None and all(getattr(current, k) == v for k, v in frozen.items()))
-            if not created:
-                version = current
+            if current is not None and all(getattr(current, k) == v for k, v in frozen.items()):
+                version, created = current, False
             else:
+                created = True
                 number = (workflow.versions.aggregate(n=Max("number"))["n"] or 0) + 1
                 version = WorkflowVersion.objects.create(
                     workflow=workflow, number=number, created_by_id=published_by_id, **frozen
@@ -197,12 +197,12 @@ class WorkflowService:
             errors.append(FieldError("description", "must be a string"))
         elif description and len(description) > MAX_DESCRIPTION:
             errors.append(FieldError("description", f"must be at most {MAX_DESCRIPTION} characters"))
+        definition = None
         try:
             definition = definition_from(trigger=trigger, reenrollment=reenrollment, steps=steps, require_steps=False)
         except WorkflowValidationError as exc:
             errors.extend(exc.errors)
-            definition = None
-        if errors:
+        if errors or definition is None:
             raise WorkflowValidationError(errors)
         return definition
 

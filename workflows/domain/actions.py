@@ -16,6 +16,7 @@ once with the log row that records them.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -149,7 +150,7 @@ ActionConfig = (
 
 
 # --- parsing ----------------------------------------------------------------------------------
-def parse_action_config(action_type: ActionType, reader: Reader) -> ActionConfig | None:
+def parse_action_config(action_type: ActionType, reader: Reader) -> ActionConfig:
     """The typed config of one step; problems go to reader.errors (then the result is not to be used)."""
     parser = _PARSERS[action_type]
     config = parser(reader)
@@ -277,6 +278,7 @@ def _duration_seconds(r: Reader, value: Any) -> float | None:
     if isinstance(value, bool):
         r.error(path, 'must be a number of seconds or a text like "90s", "3h", "2d 12h"')
         return None
+    seconds: float | None
     if isinstance(value, int | float):
         seconds = float(value)
     elif isinstance(value, str):
@@ -370,7 +372,7 @@ def _tag(r: Reader) -> TagConfig:
         return TagConfig(tag="")
 
 
-_PARSERS = {
+_PARSERS: dict[ActionType, Callable[[Reader], ActionConfig]] = {
     ActionType.SEND_EMAIL: _send_email,
     ActionType.SEND_SMS: _send_sms,
     ActionType.SEND_VOICE: _send_voice,

@@ -182,7 +182,8 @@ def _restore_config(config: dict[str, Any], before: Mapping[str, Any]) -> dict[s
         config["url"] = url
     if not _same_url(config.get("url"), url):
         return config  # secrets go to the URL they were entered for, or nowhere: `_placeholders` names them
-    stored_headers = before.get("headers") if isinstance(before.get("headers"), Mapping) else {}
+    headers_before = before.get("headers")
+    stored_headers = headers_before if isinstance(headers_before, Mapping) else {}
     headers = config.get("headers")
     if isinstance(headers, Mapping):
         config["headers"] = {

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from dataclasses import dataclass
+from typing import Any
 
 from jobs.domain.retry import RetryPolicy
 from kernel.failures import ClassifiedError, classify
@@ -36,7 +37,7 @@ class RetryService:
     def policy_for(self, overrides: RetryOverrides | None = None) -> RetryPolicy:
         if overrides is None:
             return self.default
-        changes: dict[str, float | int] = {}
+        changes: dict[str, Any] = {}
         if overrides.max_attempts is not None:
             changes["max_attempts"] = overrides.max_attempts
         if overrides.base_delay is not None:

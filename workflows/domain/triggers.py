@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
 from contacts.domain.model import ContactError, normalize_tag
 from workflows.domain.validation import Reader
@@ -209,5 +209,6 @@ def _parse_conditions(reader: Reader) -> list[ContactCondition]:
             if key not in ("field", "op", "value"):
                 reader.error(f"{item_path}.{key}", "is not a known setting; expected field, op, value")
         if len(reader.errors) == before and op is not None:
-            conditions.append(ContactCondition(field=field, op=op, value=None if op in _NO_VALUE_OPS else value))
+            condition = ContactCondition(field=cast(str, field), op=op, value=None if op in _NO_VALUE_OPS else value)
+            conditions.append(condition)  # field was checked above: no error, so it is one of the allowed names
     return conditions

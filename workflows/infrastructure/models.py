@@ -179,6 +179,9 @@ class WorkflowExecution(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)  # reached COMPLETED, FAILED or CANCELLED
     updated_at = models.DateTimeField(auto_now=True)
+    # Not columns: set on a run the API's detail shows (execution_latest_logs), for its serializer.
+    latest_logs: list[ExecutionLog]
+    log_count: int
 
     class Meta:
         app_label = "workflows"

@@ -19,10 +19,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 from django.db import connections
+from django.db.models import Field, Model
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -52,6 +53,21 @@ def _uuid(value: Any) -> UUID | None:
     if value is None or isinstance(value, UUID):
         return value
     return UUID(str(value))
+
+
+def _id(value: Any) -> UUID:
+    """A UUID from a column that is never NULL."""
+    return value if isinstance(value, UUID) else UUID(str(value))
+
+
+def _field(model: type[Model], name: str) -> Field:
+    """A concrete field by name (the stubs' get_field also allows reverse relations, which no name here is)."""
+    return cast(Field, model._meta.get_field(name))
+
+
+def _column(model: type[Model], name: str) -> str:
+    """A concrete field's column name."""
+    return cast(str, _field(model, name).column)
 
 
 def _json(value: Any) -> Any:
@@ -99,8 +115,8 @@ class RunRow:
     @classmethod
     def from_db(cls, values: tuple) -> RunRow:
         row = cls(*values)
-        row.id = _uuid(row.id)
-        row.version_id = _uuid(row.version_id)
+        row.id = _id(row.id)
+        row.version_id = _id(row.version_id)
         row.next_job_id = _uuid(row.next_job_id)
         row.context = _json(row.context) or {}
         row.resume_at = _datetime(row.resume_at)
@@ -192,11 +208,11 @@ def _record_steps_sql(connection) -> str:
     if _record_steps_statement is None:
 
         def recordset(model, names: tuple[str, ...]) -> str:
-            fields_ = [model._meta.get_field(name) for name in names]
+            fields_ = [_field(model, name) for name in names]
             return ", ".join(f"{f.column} {f.db_type(connection)}" for f in fields_)
 
-        run_columns = [WorkflowExecution._meta.get_field(name).column for name in _RUN_RECORDED[1:]]
-        log_columns = ", ".join(ExecutionLog._meta.get_field(name).column for name in _LOG_RECORDED)
+        run_columns = [_column(WorkflowExecution, name) for name in _RUN_RECORDED[1:]]
+        log_columns = ", ".join(_column(ExecutionLog, name) for name in _LOG_RECORDED)
         _record_steps_statement = (
             f"WITH runs AS (UPDATE {RUN_TABLE} e SET {', '.join(f'{c} = v.{c}' for c in run_columns)},"
             f" updated_at = %s FROM jsonb_to_recordset(%s::jsonb) AS v({recordset(WorkflowExecution, _RUN_RECORDED)})"
@@ -207,7 +223,7 @@ def _record_steps_sql(connection) -> str:
     return _record_steps_statement
 
 
-_RUN_SELECT = ", ".join(f"e.{WorkflowExecution._meta.get_field(c).column}" for c in RUN_COLUMNS)
+_RUN_SELECT = ", ".join(f"e.{_column(WorkflowExecution, c)}" for c in RUN_COLUMNS)
 
 
 class RunStore:
@@ -315,7 +331,7 @@ class RunStore:
             " AND e.current_step_index = v.step AND e.next_job_id = v.job RETURNING e.id",
             [timezone.now(), marks, [row.id for row, _expected, _job in entries]],
         )
-        return {_uuid(row[0]) for row in rows}
+        return {_id(row[0]) for row in rows}
 
     def _runs(self, execution_ids: list[UUID], suffix: str) -> list[RunRow]:
         if not execution_ids:
@@ -411,7 +427,7 @@ class RunStore:
             return
         assignments, params = self._assignments(row, columns)
         params.append(self._prep(WorkflowExecution, "id", row.id))
-        log_columns = [ExecutionLog._meta.get_field(name).column for name in log]
+        log_columns = [_column(ExecutionLog, name) for name in log]
         params += [self._prep(ExecutionLog, name, value) for name, value in log.items()]
         with self.connection.cursor() as cursor:
             # The caller holds the run's row lock, so the update always applies; VALUES gives every
@@ -426,7 +442,7 @@ class RunStore:
         names = [*columns, "updated_at"]
         params = [self._prep(WorkflowExecution, name, getattr(row, name)) for name in columns]
         params.append(self._prep(WorkflowExecution, "updated_at", timezone.now()))
-        return ", ".join(f"{WorkflowExecution._meta.get_field(n).column} = %s" for n in names), params
+        return ", ".join(f"{_column(WorkflowExecution, n)} = %s" for n in names), params
 
     def update_run(self, row: RunRow, columns: list[str]) -> None:
         assignments, params = self._assignments(row, columns)
@@ -439,7 +455,7 @@ class RunStore:
         now = timezone.now()
         values = {name: getattr(row, name) for name in RUN_COLUMNS}
         values.update(extra, created_at=now, updated_at=now)
-        columns = [WorkflowExecution._meta.get_field(name).column for name in values]
+        columns = [_column(WorkflowExecution, name) for name in values]
         params = [self._prep(WorkflowExecution, name, value) for name, value in values.items()]
         with self.connection.cursor() as cursor:
             cursor.execute(
@@ -454,8 +470,8 @@ class RunStore:
         if not rows:
             return now
         names = [*RUN_COLUMNS, *extras[0], "created_at", "updated_at"]
-        columns = ", ".join(WorkflowExecution._meta.get_field(name).column for name in names)
-        fields_ = [WorkflowExecution._meta.get_field(name) for name in names]
+        columns = ", ".join(_column(WorkflowExecution, name) for name in names)
+        fields_ = [_field(WorkflowExecution, name) for name in names]
         placeholder = "(" + ", ".join(["%s"] * len(names)) + ")"
         for start in range(0, len(rows), chunk):
             params: list[Any] = []
@@ -470,7 +486,7 @@ class RunStore:
         return now
 
     def insert_log(self, **values: Any) -> None:
-        columns = [ExecutionLog._meta.get_field(name).column for name in values]
+        columns = [_column(ExecutionLog, name) for name in values]
         params = [self._prep(ExecutionLog, name, value) for name, value in values.items()]
         with self.connection.cursor() as cursor:
             cursor.execute(
@@ -603,7 +619,7 @@ class RunStore:
             f"SELECT id, workflow_id, contact_id FROM {RUN_TABLE} WHERE account_id = %s AND idempotency_key = %s",
             [account_id, key],
         )
-        return (_uuid(rows[0][0]), rows[0][1], rows[0][2]) if rows else None
+        return (_id(rows[0][0]), rows[0][1], rows[0][2]) if rows else None
 
     def stranded_runs(self, *, older_than: datetime, limit: int) -> list[tuple[UUID, UUID, str, str, str]]:
         """Runs held by a job that will never run: (run id, job id, handler, job status, job error).
@@ -623,9 +639,7 @@ class RunStore:
             " LIMIT %s",
             [self._prep(WorkflowExecution, "updated_at", older_than), limit],
         )
-        return [
-            (_uuid(run_id), _uuid(job_id), handler, status, error) for run_id, job_id, handler, status, error in rows
-        ]
+        return [(_id(run_id), _id(job_id), handler, status, error) for run_id, job_id, handler, status, error in rows]
 
     def job_gave_up(self, job_id: UUID) -> bool:
         """Whether the job still stands given up (dead, failed, cancelled) or is gone; share-locked on
@@ -641,7 +655,7 @@ class RunStore:
         rows = self._rows(
             f"SELECT next_job_id FROM {RUN_TABLE} WHERE contact_id = %s AND next_job_id IS NOT NULL", [contact_id]
         )
-        return [_uuid(job_id) for (job_id,) in rows]
+        return [_id(job_id) for (job_id,) in rows]
 
     def event_candidates(self, account_id: int, name: str, tag: str | None) -> list[tuple[int, UUID]]:
         """(workflow id, current version id) of the account's active workflows triggered by this event."""
@@ -654,4 +668,4 @@ class RunStore:
         if tag is not None:
             sql += " AND (v.trigger_tag = '' OR v.trigger_tag = %s)"
             params.append(tag)
-        return [(wid, _uuid(vid)) for wid, vid in self._rows(sql + " ORDER BY w.id", params)]
+        return [(wid, _id(vid)) for wid, vid in self._rows(sql + " ORDER BY w.id", params)]

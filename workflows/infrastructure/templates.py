@@ -32,6 +32,7 @@ from typing import Any, NoReturn
 from django.template import Context, Engine, Library, Template, TemplateSyntaxError, defaultfilters, defaulttags
 from django.template.base import FilterExpression, Lexer, Node, NodeList, Parser
 from django.template.defaulttags import ForNode
+from django.utils.safestring import SafeString
 
 from workflows.domain.templates import TemplateError
 from workflows.domain.validation import is_template
@@ -211,10 +212,12 @@ class _BoundedParser(Parser):
 
     def extend_nodelist(self, nodelist: NodeList, node: Node, token: Any) -> None:
         if isinstance(node, ForNode) and not isinstance(node.sequence, _CountedSequence):
-            node.sequence = _CountedSequence(node.sequence)
+            # Instrumenting Django's nodes in place (the stubs type `sequence` as the parsed expression only).
+            node.sequence = _CountedSequence(node.sequence)  # type: ignore[assignment, arg-type]
         is_container = any(isinstance(getattr(node, attr, None), NodeList) for attr in node.child_nodelists)
         if not is_container:  # containers' text is their children's, already counted
-            node.render_annotated = _charging(node.render_annotated)
+            # A leaf's render is wrapped on the instance, by design; the stubs type it as a method of the class.
+            node.render_annotated = _charging(node.render_annotated)  # type: ignore[method-assign, assignment, arg-type]
         super().extend_nodelist(nodelist, node, token)
 
 
@@ -227,7 +230,7 @@ class _BoundedTemplate(Template):
         self.extra_data = parser.extra_data
         return nodelist
 
-    def render(self, context: Context) -> str:
+    def render(self, context: Context) -> SafeString:
         budget = _Budget()
         token = _budget.set(budget)
         try:

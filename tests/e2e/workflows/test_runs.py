@@ -322,7 +322,7 @@ def test_a_worker_sees_a_workflow_published_or_paused_while_it_runs(start_worker
     # The publish reaches the worker by a notification on its listener connection; a step claimed in the
     # instant before it arrives may still use the old answer. Tag contacts one by one until a run starts.
     def tag_next_until_followed() -> WorkflowExecution | None:
-        tagged = ContactFactory(account=account)
+        tagged = ContactFactory.create(account=account)
         wait_for_status(start(tagger, tagged), "completed")
         # The follower's run is created in the tag step's transaction: it exists once the tagger completed.
         return WorkflowExecution.objects.filter(workflow=follower, contact=tagged).first()

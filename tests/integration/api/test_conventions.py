@@ -167,7 +167,7 @@ def test_a_malformed_content_length_is_a_400_problem(owner_api):
 
 
 def _make_contacts(account, n: int) -> list[Contact]:
-    return [ContactFactory(account=account) for _ in range(n)]
+    return [ContactFactory.create(account=account) for _ in range(n)]
 
 
 def test_lists_are_cursor_paginated_newest_first(owner_api, account):

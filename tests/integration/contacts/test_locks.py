@@ -45,8 +45,8 @@ def _lock_with_consent_service(contact_id: int) -> None:
 @pytest.mark.parametrize("take_lock", [_lock_with_store, _lock_with_consent_service])
 def test_a_locked_contact_still_takes_new_rows_that_reference_it(take_lock: Callable[[int], None]):
     """While one transaction holds the contact's lock, others insert a consent record and start a run for it."""
-    account = AccountFactory()
-    contact = ContactFactory(account=account)
+    account = AccountFactory.create()
+    contact = ContactFactory.create(account=account)
     workflow = make_workflow(account, [TAG_STEP])
     started: list[object] = []
 
@@ -92,7 +92,7 @@ def _blocked(pid: int, timeout: float = 5.0) -> bool:
 def _step_and_delete_at_once(account, workflow) -> list[BaseException]:
     """One tag step (its run locked, then the contact tagged) and one delete of the same contact, interleaved
     so the delete comes while the step holds its run's lock."""
-    contact = ContactFactory(account=account)
+    contact = ContactFactory.create(account=account)
     run = start_run(workflow_id=workflow.pk, contact_id=contact.pk).execution
     deleter_pid: dict[str, int] = {}
     run_locked = threading.Event()
@@ -134,7 +134,7 @@ def _step_and_delete_at_once(account, workflow) -> list[BaseException]:
 def test_deleting_a_contact_while_a_step_tags_it_does_not_deadlock():
     """A tag step holds its run's lock and then tags the contact; a delete that lands in between must wait
     for the step (the engine's order: the run, then the contact), not lock the contact and wait for the run."""
-    account = AccountFactory()
+    account = AccountFactory.create()
     workflow = make_workflow(account, [TAG_STEP])
     for _ in range(3):
         assert _step_and_delete_at_once(account, workflow) == []
@@ -182,11 +182,11 @@ def _tag_and_delete_at_once(contact_id: int) -> list[BaseException]:
 
 def test_concurrent_deletes_and_tag_adds_finish_without_deadlocks():
     """Through the services only, started together (the tag starts a workflow): no error, the contact gone."""
-    account = AccountFactory()
+    account = AccountFactory.create()
     make_workflow(account, [TAG_STEP], trigger={"type": "event", "event": "tag.added", "tag": "vip"})
     manual = make_workflow(account, [TAG_STEP], name="manual")
     for _ in range(5):
-        contact = ContactFactory(account=account)
+        contact = ContactFactory.create(account=account)
         start_run(workflow_id=manual.pk, contact_id=contact.pk)
         assert _tag_and_delete_at_once(contact.pk) == []
         assert not Contact.objects.filter(pk=contact.pk).exists()
@@ -196,8 +196,8 @@ def test_concurrent_deletes_and_tag_adds_finish_without_deadlocks():
 def test_a_locked_account_still_takes_new_contacts_and_runs(lock: str):
     """Starting a run locks its account (starts are counted against the account's limit one at a time);
     that lock must not block inserting the account's contacts or another account's work meanwhile."""
-    account = AccountFactory()
-    contact = ContactFactory(account=account)
+    account = AccountFactory.create()
+    contact = ContactFactory.create(account=account)
     workflow = make_workflow(account, [TAG_STEP])
     with transaction.atomic():
         if lock == "lock_account":

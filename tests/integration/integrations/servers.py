@@ -279,7 +279,7 @@ class SmtpServer:
         self.loop.close()
 
     def parsed(self, index: int = -1) -> ParsedEmail:
-        return message_from_bytes(self.messages[index][2], policy=policy.default)  # type: ignore[return-value]
+        return message_from_bytes(self.messages[index][2], policy=policy.default)
 
     def mailers_setting(self, timeout: float = 5.0) -> dict:
         return {

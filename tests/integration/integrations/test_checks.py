@@ -3,7 +3,7 @@
 from integrations.checks import check_integrations
 
 
-def ids(settings) -> set[str]:
+def ids(settings) -> set[str | None]:
     return {problem.id for problem in check_integrations()}
 
 

@@ -96,7 +96,7 @@ def fake_resolver(table: dict[str, list[list[str]]]):
         answers = table[host]
         return answers[min(len(calls) - 1, len(answers) - 1)]
 
-    resolve.calls = calls
+    resolve.calls = calls  # type: ignore[attr-defined]  # the fake resolver carries its call log for the test
     return resolve
 
 

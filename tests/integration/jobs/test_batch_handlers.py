@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
@@ -49,7 +50,7 @@ def run_one(payload: dict[str, Any], job: JobContext) -> None:
 
 
 @batch_handler(HANDLER)
-def run_together(items: list[tuple[dict[str, Any], JobContext]]) -> list[tuple[dict[str, Any], JobContext]]:
+def run_together(items: Sequence[tuple[dict[str, Any], JobContext]]) -> list[tuple[dict[str, Any], JobContext]]:
     with _lock:
         batch_calls.append(sorted(payload["tag"] for payload, _job in items))
     fail = next((payload["fail"] for payload, _job in items if "fail" in payload), None)

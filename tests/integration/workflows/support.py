@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, cast
 
 from jobs.application.context import context_for
 from jobs.application.registry import get_handler
@@ -148,7 +148,7 @@ class WebhookServer:
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
+        host, port = cast(tuple[str, int], self._server.server_address[:2])  # an AF_INET server
         return f"http://{host}:{port}"
 
     def stop(self) -> None:

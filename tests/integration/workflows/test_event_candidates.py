@@ -26,6 +26,7 @@ def follower(account, *, name: str, tag: str = "welcomed", trigger: dict | None 
 
 def corrupt(workflow: Workflow, steps: list) -> None:
     """A published version as a rule changed after publishing would leave it (the row as stored)."""
+    assert workflow.current_version_id is not None
     WorkflowVersion.objects.filter(pk=workflow.current_version_id).update(steps=steps)
 
 

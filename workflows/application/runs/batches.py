@@ -93,10 +93,11 @@ def _runnable(
     runnable, left = [], []
     contacts_seen: set[int] = set()
     for execution_id, step_index, item in candidates:
-        row, contact = found.get(execution_id, (None, None))
-        if row is None or not holds(row, item[1], step_index) or row.contact_id in contacts_seen:
+        entry = found.get(execution_id)
+        if entry is None or not holds(entry[0], item[1], step_index) or entry[0].contact_id in contacts_seen:
             left.append(item)
             continue
+        row, contact = entry
         run = row.to_domain()
         if run.step_job_arrived() is not StepGate.RUN:
             left.append(item)

@@ -9,6 +9,7 @@ only that job may move the run next. Every use case that moves a run
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -44,13 +45,7 @@ def next_job(row: RunRow, run: Execution, move: NextMove) -> JobSpec | None:
     """The job that carries out the run's next move, if it needs one."""
     spec = None
     if move.kind is MoveKind.RUN_STEP:
-        spec = JobSpec(
-            STEP_HANDLER,
-            step_payload(row, run.current_step_index),
-            queue=settings.WORKFLOW_QUEUE,
-            run_at=move.at,
-            account=row.account_id,
-        )
+        spec = step_job(row, run.current_step_index, at=move.at)
     elif move.kind is MoveKind.END_WAIT:
         spec = JobSpec(
             RESUME_HANDLER,
@@ -60,6 +55,13 @@ def next_job(row: RunRow, run: Execution, move: NextMove) -> JobSpec | None:
             account=row.account_id,
         )
     return spec
+
+
+def step_job(row: RunRow, step_index: int, *, at: datetime | None = None) -> JobSpec:
+    """The `workflow_step` job that carries out the run's step at `step_index` (at once, or at `at`)."""
+    return JobSpec(
+        STEP_HANDLER, step_payload(row, step_index), queue=settings.WORKFLOW_QUEUE, run_at=at, account=row.account_id
+    )
 
 
 def step_payload(row: RunRow, step_index: int) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from kernel.failures import format_error
 from workflows.application.chain import current_origin
 from workflows.application.definitions import LoadedVersion, load_version
 from workflows.application.errors import ContactNotFound, WorkflowNotFound
-from workflows.application.runs.moves import enact, next_job
+from workflows.application.runs.moves import enact, step_job
 from workflows.application.trigger_cache import event_candidates, trigger_cache
 from workflows.domain.enrollment import NO_RUNS, ChainOrigin, Check, History, enrollment_gate, reads_history
 from workflows.domain.errors import IdempotencyConflict, WorkflowValidationError
@@ -201,13 +201,13 @@ def start_runs(
         assert version is not None  # the gate refuses a workflow without a published version
         rows, extras, specs = [], [], []
         for contact_id in eligible:
-            run, move = Execution.start(step_count=len(version.definition.steps), trigger_data=data)
+            run, _ = Execution.start(step_count=len(version.definition.steps), trigger_data=data)
             row = _new_row(run, account_id=workflow_account, version=version, contact_id=contact_id, origin=origin)
             rows.append(row)
             extras.append(
                 _extra(idempotency_key=None, source=source, event="", origin=origin, started_by_id=started_by_id)
             )
-            specs.append(next_job(row, run, move))
+            specs.append(step_job(row, run.current_step_index))
         for row, job_id in zip(rows, enqueue_many(specs), strict=True):
             row.next_job_id = job_id
         store.insert_runs(rows, extras)

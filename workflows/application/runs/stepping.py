@@ -271,6 +271,7 @@ def settle(
     error_category = error_details = ""
     if attempt.error is None:
         result = attempt.result
+        assert result is not None  # an attempt without an error has its result
         data = bounded_response(result.data)
         if result.wait_until is not None:
             move = run.begin_wait(now, result.wait_until, data)
@@ -287,7 +288,7 @@ def settle(
             **failure_details(attempt.error),  # what the other side answered, if it did (redacted)
             "reason": decision.reason if run.status is not ExecutionStatus.CANCELLED else "the run was cancelled",
         }
-        if will_retry:
+        if will_retry and decision.delay is not None:  # will_retry: there is a delay
             data["retry_in_seconds"] = round(decision.delay, 3)
         data = bounded_response(data)
         log.log(
