@@ -5,7 +5,13 @@ from pathlib import Path
 import pytest
 
 UNIT = Path(__file__).parent
-DATABASE_FIXTURES = {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback", "live_server"}
+DATABASE_FIXTURES = {
+    "db",
+    "transactional_db",
+    "django_db_reset_sequences",
+    "django_db_serialized_rollback",
+    "live_server",
+}
 
 
 def pytest_collection_modifyitems(config, items):

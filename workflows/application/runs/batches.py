@@ -110,7 +110,7 @@ def _runnable(
 def _run_internal_steps(store: RunStore, candidates: list[tuple[UUID, int, BatchItem]]) -> list[BatchItem]:
     now = timezone.now()
     try:
-        with transaction.atomic():
+        with transaction.atomic(durable=True):
             found, contact_rows = store.lock_runs_with_contacts(
                 [execution_id for execution_id, _index, _item in candidates]
             )
@@ -177,7 +177,7 @@ def _record_external_many(
 ) -> None:
     """One transaction records the batch's external actions; if that fails, each is recorded on its own."""
     try:
-        with transaction.atomic():
+        with transaction.atomic(durable=True):
             locked = store.lock_runs([row.id for row, *_rest in done])
             settled = []
             for row, step, attempt_number, attempt, job in done:

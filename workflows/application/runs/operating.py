@@ -82,7 +82,7 @@ def _operate(
 ) -> WorkflowExecution:
     store = RunStore()
     pk = run_id(execution_id)
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         row = store.lock_run(pk)
         if row is None or (account_id is not None and row.account_id != account_id):
             raise ExecutionNotFound(execution_id)
@@ -99,7 +99,7 @@ def job_died(*, execution_id: UUID | str, job_id: UUID, handler: str, status: st
     changes nothing. True when the run was failed.
     """
     store = RunStore()
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         # Called on an executor or the maintenance thread: never stall them behind a long lock holder
         # (the hook's failure is logged; the run is then settled by an operator's retry).
         store.limit_lock_wait(JOB_DIED_LOCK_WAIT_SECONDS)

@@ -128,7 +128,7 @@ def _begin_locked(
 ) -> _Begun | None:
     """Lock the run: a stale job does nothing, a paused run lets go of the step, an internal step is carried
     out and recorded right here. An external step is marked ACTIVE and returned, committed."""
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         found = store.lock_run_with_contact(execution_id)
         if found is None or not holds(found[0], job, step_index):
             return None
@@ -160,7 +160,7 @@ def _begin_locked(
 def end_wait(*, execution_id: UUID | str, job: JobContext) -> None:
     """resume_at came: the run goes on with its next step (or completes, if the wait was the last)."""
     store = RunStore()
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         row = store.lock_run(run_id(execution_id))
         if row is None or not holds(row, job, None):
             return
@@ -232,7 +232,7 @@ def record_external(
 ) -> None:
     """One transaction records an external action's attempt (or, if refused, that it could not be)."""
     try:
-        with transaction.atomic():
+        with transaction.atomic(durable=True):
             locked = store.lock_run(row.id)
             if locked is None or not holds(locked, job, step.index):  # erased meanwhile (contact deleted)
                 return
@@ -256,7 +256,7 @@ def record_external(
             ),
             attempt.duration_ms,
         )
-        with transaction.atomic():
+        with transaction.atomic(durable=True):
             locked = store.lock_run(row.id)
             if locked is None or not holds(locked, job, step.index):
                 return
