@@ -8,7 +8,7 @@ latency = handler start - the moment the enqueue call returned (committed).
 
 Run:  .venv/bin/python bench/queue_throughput.py [--rounds 3] [--procs 2] [--concurrency 1]
 It creates (and drops at the end) the PostgreSQL database `relay_bench_queue` on 127.0.0.1:5432
-(BENCH_PG_URL overrides the server URL, without the database name).
+(BENCH_PG_URL overrides the server URL, without the database name; BENCH_QUEUE_DB the database's name).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432")
-DB = "relay_bench_queue"
+DB = os.environ.get("BENCH_QUEUE_DB", "relay_bench_queue")
 DATABASE_URL = f"{SERVER}/{DB}"
 
 sys.path.insert(0, str(ROOT))
