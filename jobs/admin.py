@@ -59,12 +59,13 @@ class JobAdmin(AccountScopedAdmin):  # jobs of no account (system jobs) are the 
 
     def _apply(self, request, queryset, service, verb: str) -> None:
         done, refused = 0, []
-        for job in queryset.only("id"):
+        # Ids only: `only("id")` would defer the account the changelist's select_related joins (a FieldError).
+        for job_id in queryset.values_list("pk", flat=True):
             try:
-                service(job_id=job.pk)
+                service(job_id=job_id)
                 done += 1
             except (IllegalJobTransition, JobConflict) as exc:
-                refused.append(f"{job.pk}: {exc}")
+                refused.append(f"{job_id}: {exc}")
         if done:
             self.message_user(request, f"{done} job(s) {verb}.", messages.SUCCESS)
         for line in refused[:20]:
