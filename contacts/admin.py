@@ -5,6 +5,7 @@ from django import forms
 from django.contrib import admin
 
 from accounts.admin_scoping import AccountScopedAdmin, check_account
+from accounts.domain.roles import Permission
 from contacts.application.services import (
     EDITABLE_FIELDS,
     contact_add_tag,
@@ -49,6 +50,7 @@ class ContactAdmin(AccountScopedAdmin):  # a staff user sees their accounts' con
     readonly_fields = ("unsubscribed", "sms_opted_out", "created_at", "updated_at")
     inlines = [ConsentChangeInline]
     form = ContactForm
+    account_roles = dict.fromkeys(("add", "change", "delete"), Permission.MANAGE_CONTACTS)
 
     def save_model(self, request, obj, form, change):
         check_account(request, obj)

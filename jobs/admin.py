@@ -5,6 +5,7 @@ from django.contrib import admin, messages
 from django.utils import timezone
 
 from accounts.admin_scoping import AccountScopedAdmin
+from accounts.domain.roles import Permission
 from jobs.application.operations import JobConflict, job_cancel, job_retry
 from jobs.application.schedules import schedule_problems
 from jobs.domain.schedule import next_tick
@@ -14,6 +15,9 @@ from jobs.infrastructure.models import Job, Schedule
 
 @admin.register(Job)
 class JobAdmin(AccountScopedAdmin):  # jobs of no account (system jobs) are the superusers' alone
+    """Members whose role may see the account's jobs (as in the API) see them; retrying and cancelling jobs
+    is the operators' (superusers'), as the API's operator endpoints are."""
+
     list_display = (
         "id",
         "handler",
@@ -33,6 +37,7 @@ class JobAdmin(AccountScopedAdmin):  # jobs of no account (system jobs) are the 
     actions = ["retry_jobs", "cancel_jobs"]
     list_select_related = ("account",)
     show_full_result_count = False
+    account_roles = {"view": Permission.VIEW_JOBS}  # "operate" is not listed: the superusers' alone
 
     def get_fields(self, request, obj=None):
         fields = [f.name for f in Job._meta.fields]
@@ -49,11 +54,14 @@ class JobAdmin(AccountScopedAdmin):  # jobs of no account (system jobs) are the 
     def has_change_permission(self, request, obj=None):
         return False
 
-    @admin.action(description="Retry selected jobs (dead, failed or retrying)")
+    def has_operate_permission(self, request):
+        return request.user.is_superuser
+
+    @admin.action(description="Retry selected jobs (dead, failed or retrying)", permissions=["operate"])
     def retry_jobs(self, request, queryset):
         self._apply(request, queryset, job_retry, "retried")
 
-    @admin.action(description="Cancel selected jobs (pending or retrying)")
+    @admin.action(description="Cancel selected jobs (pending or retrying)", permissions=["operate"])
     def cancel_jobs(self, request, queryset):
         self._apply(request, queryset, job_cancel, "cancelled")
 

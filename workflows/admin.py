@@ -25,6 +25,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from accounts.admin_scoping import AccountScopedAdmin, check_account
+from accounts.domain.roles import Permission
 from contacts.infrastructure.models import Contact
 from workflows.api.redaction import shown_json, shown_step, shown_steps
 from workflows.application.definitions import validation_context
@@ -170,9 +171,9 @@ class WorkflowStepInline(admin.StackedInline):
         return format_html("<code>{}</code>", json.dumps(shown_step(step.as_dict())["config"], ensure_ascii=False))
 
     def has_change_permission(self, request: HttpRequest, obj: Workflow | None = None) -> bool:
-        """Steps are part of their workflow: whoever may change the workflow may change its steps, unless archived."""
-        may_change = request.user.has_perm("workflows.change_workflow")
-        return may_change and (obj is None or obj.status != WorkflowStatus.ARCHIVED)
+        """Steps are part of their workflow: whoever may change the workflow (permission, role, not archived)
+        may change its steps."""
+        return self.admin_site.get_model_admin(Workflow).has_change_permission(request, obj)
 
     def has_add_permission(self, request: HttpRequest, obj: Workflow | None = None) -> bool:
         return self.has_change_permission(request, obj)
@@ -255,6 +256,10 @@ class WorkflowAdmin(AccountScopedAdmin):
         ("History", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
     actions = ["publish", "pause", "activate", "archive", "restore", "start_run"]
+    account_roles = {
+        **dict.fromkeys(("add", "change", "delete"), Permission.MANAGE_WORKFLOWS),
+        "start": Permission.RUN_WORKFLOWS,
+    }
     list_select_related = ("account", "current_version")
     change_form_template = "admin/workflows/workflow/change_form.html"
 
@@ -380,8 +385,8 @@ class WorkflowAdmin(AccountScopedAdmin):
         if done:
             self.message_user(request, f"{done} workflow(s) {verb}.", messages.SUCCESS)
 
-    def has_start_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm("workflows.add_workflowexecution")
+    def has_start_permission(self, request: HttpRequest, obj: Workflow | None = None) -> bool:
+        return request.user.has_perm("workflows.add_workflowexecution") and self.role_allows(request, "start", obj)
 
     # --- start a run ------------------------------------------------------------------------
     def get_urls(self):
@@ -397,7 +402,7 @@ class WorkflowAdmin(AccountScopedAdmin):
     def start_run_view(self, request: HttpRequest, workflow_id: int) -> HttpResponse:
         # Another account's workflow is a 404, like a missing one; its contacts are then out of reach too.
         workflow = get_object_or_404(self.get_queryset(request), pk=workflow_id)
-        if not self.has_view_permission(request, workflow) or not self.has_start_permission(request):
+        if not self.has_view_permission(request, workflow) or not self.has_start_permission(request, workflow):
             return HttpResponseRedirect(reverse("admin:index"))
         form = StartRunForm(request.POST or None, workflow=workflow)
         if request.method == "POST" and form.is_valid():
@@ -490,6 +495,7 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
     date_hierarchy = "created_at"
     show_full_result_count = False
     actions = ["pause_runs", "resume_runs", "cancel_runs", "retry_runs"]
+    account_roles = {"operate": Permission.RUN_WORKFLOWS}
     change_form_template = "admin/workflows/workflowexecution/change_form.html"
     fields = (
         "id",
@@ -538,9 +544,10 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
         return False  # a run's history is kept; erasing its contact erases it
 
     # --- pause / resume / cancel / retry -----------------------------------------------------
-    def has_operate_permission(self, request: HttpRequest) -> bool:
-        """Runs are never edited in the admin, but whoever may change them may pause, resume, cancel, retry."""
-        return request.user.has_perm("workflows.change_workflowexecution")
+    def has_operate_permission(self, request: HttpRequest, obj: WorkflowExecution | None = None) -> bool:
+        """Runs are never edited in the admin, but whoever may change them, in a role that runs workflows, may
+        pause, resume, cancel, retry."""
+        return request.user.has_perm("workflows.change_workflowexecution") and self.role_allows(request, "operate", obj)
 
     @admin.action(description="Pause selected runs", permissions=["operate"])
     def pause_runs(self, request: HttpRequest, queryset: QuerySet[WorkflowExecution]) -> None:
@@ -589,11 +596,12 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
             "cancel": service.cancel,
             "retry": service.retry,
         }
-        if not self.get_queryset(request).filter(pk=execution_id).exists():
+        execution = self.get_queryset(request).filter(pk=execution_id).only("pk", "account_id").first()
+        if execution is None:
             raise Http404("No such run.")  # another account's run, like a missing one
         if request.method != "POST" or operation not in operations:
             return HttpResponseRedirect(target)
-        if not self.has_view_permission(request) or not self.has_operate_permission(request):
+        if not self.has_view_permission(request) or not self.has_operate_permission(request, execution):
             self.message_user(request, "You may not change runs.", messages.ERROR)
             return HttpResponseRedirect(target)
         try:
