@@ -25,12 +25,13 @@ from django.contrib import admin, messages
 from django.contrib.admin.options import ActionLocation
 from django.core import checks
 from django.core.exceptions import PermissionDenied
-from django.db.models import Model, QuerySet
+from django.db.models import JSONField, Model, QuerySet
 from django.http import HttpRequest
 
 from accounts.application.selectors import admin_account_roles
 from accounts.domain.roles import Permission, role_allows
 from accounts.infrastructure.models import Account
+from config.storable_json import StorableJSONField
 
 
 def account_roles(request: HttpRequest) -> dict[int, str] | None:
@@ -92,6 +93,8 @@ class AccountScopedAdmin(admin.ModelAdmin):
     # Permission name (Django's "view", "add", "change", "delete", or an action's own) -> what the user's role
     # must hold in the row's account. A name not listed is the superusers' alone ("view" defaults to VIEW).
     account_roles: dict[str, Permission] = {}
+    # What jsonb cannot store (NaN, 1e400, NUL) is a form error on the field, as the API's parser refuses it.
+    formfield_overrides = {JSONField: {"form_class": StorableJSONField}}
 
     def role_needed(self, name: str) -> Permission | None:
         if name == "view":

@@ -6,6 +6,7 @@ from django.utils import timezone
 
 from accounts.admin_scoping import AccountScopedAdmin
 from accounts.domain.roles import Permission
+from config.storable_json import StorableJSONField
 from jobs.application.operations import JobConflict, job_cancel, job_retry
 from jobs.application.schedules import schedule_problems
 from jobs.domain.schedule import next_tick
@@ -84,6 +85,7 @@ class ScheduleForm(forms.ModelForm):
     class Meta:
         model = Schedule
         fields = ["name", "cron", "handler", "payload", "queue", "priority", "enabled"]
+        field_classes = {"payload": StorableJSONField}  # NaN or 1e400 would fail in jsonb as a 500
 
     def clean(self):
         data = super().clean()
