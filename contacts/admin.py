@@ -14,7 +14,7 @@ from contacts.application.services import (
     contact_remove_tag,
     contact_update,
 )
-from contacts.domain.model import ContactError, normalize_phone
+from contacts.domain.model import ContactError, check_reachable, normalize_phone, normalize_tags
 from contacts.infrastructure.models import ConsentChange, Contact
 
 
@@ -30,6 +30,21 @@ class ContactForm(forms.ModelForm):
             return normalize_phone(self.cleaned_data.get("phone") or "")
         except ContactError as error:
             raise forms.ValidationError(error.reason) from None
+
+    def clean_tags(self) -> list[str]:
+        try:
+            return normalize_tags(self.cleaned_data.get("tags") or [])
+        except ContactError as error:
+            raise forms.ValidationError(error.reason) from None
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if "phone" in data and "email" in data:
+            try:
+                check_reachable(data["email"] or "", data["phone"] or "")
+            except ContactError as error:
+                self.add_error(error.field, error.reason)
+        return data
 
 
 class ConsentChangeInline(admin.TabularInline):

@@ -161,7 +161,7 @@ def test_a_body_over_the_limit_is_413_before_it_is_read(owner_api, settings):
 
 
 def test_a_body_at_the_limit_is_accepted(owner_api, settings):
-    raw = json.dumps({"first_name": "A", "custom_fields": {"notes": ""}})
+    raw = json.dumps({"email": "a@example.com", "custom_fields": {"notes": ""}})
     raw = raw.replace('""', '"' + "x" * (200 - len(raw)) + '"')
     assert len(raw) == 200
     settings.API_MAX_BODY_BYTES = 200
