@@ -815,6 +815,7 @@ class ExecutionService:
             context=row.context,
             now=now,
             renderer=self.renderer,
+            manual_retries=row.manual_retries,
             _contact=contact,
         )
 
@@ -1015,6 +1016,7 @@ def _new_row(
         current_step_index=run.current_step_index,
         step_count=run.step_count,
         retry_count=run.retry_count,
+        manual_retries=0,
         context=run.context,
         resume_at=None,
         paused_from="",
