@@ -63,6 +63,13 @@ QUEUE_LOCK_TIMEOUT = 10.0
 # comes back is used within 2 s, and what the executor kept meanwhile (completions, failures, jobs it had
 # claimed but not started) is written at once.
 RECONNECT_MAX_SECONDS = 2.0
+# A main-thread tick this late while the process used almost no CPU was a pause (SIGSTOP, a frozen host), not
+# a slow handler: no handler's time counts it. A handler hogging the GIL in C code delays the tick too, but
+# burns CPU meanwhile, so it is still stopped at its deadline.
+PAUSE_MIN_SECONDS = 1.0
+# A handler that ignored its interruption: its job is due again no sooner than this process is surely gone
+# (the shutdown grace, plus this), so no other worker can start it while the handler still runs here.
+RUNAWAY_SLACK_SECONDS = 5.0
 
 
 def new_worker_id() -> str:
@@ -118,10 +125,11 @@ class _Running:
     thread_id: int
     handler_connection: object
     claimed_at: float  # monotonic
-    deadline: float  # monotonic: the handler is interrupted here
-    hard_deadline: float  # monotonic: past this the process replaces itself
+    deadline: float  # monotonic, moved on by a pause: the handler is interrupted here
+    hard_deadline: float  # the same: past this the handler is a runaway (its timeout recorded by the main thread)
     interrupted: bool = False
     returned: bool = False
+    runaway: bool = False  # the main thread recorded its timeout: its executor records nothing more for it
 
 
 @dataclass
@@ -176,6 +184,10 @@ class Worker:
         self._lock = threading.Lock()
         self._busy = 0  # executors holding a batch (burst mode exits when none are)
         self._restart = False
+        self._restart_grace: float | None = None  # how long a restart waits for the other handlers
+        self._last_tick = time.monotonic()
+        self._last_cpu = time.process_time()
+        self._paused = 0.0  # seconds this process was seen paused (not counted in any handler's time)
         self._install_signals = install_signal_handlers
         self._listener: NotificationListener | None = None
         self._executors = [_Executor(i) for i in range(self.concurrency)]
@@ -212,8 +224,9 @@ class Worker:
 
         tick = min(0.1, self.config.poll_interval)
         exit_code = 0
+        self._last_tick, self._last_cpu = time.monotonic(), time.process_time()
         while not self.stopping.is_set():
-            self._enforce_deadlines()
+            self._tick(tick)
             if self.burst and not any(e.thread.is_alive() for e in self._executors):
                 break
             if not self.burst and not all(e.thread.is_alive() for e in self._executors):
@@ -233,6 +246,32 @@ class Worker:
         self.stopping.set()
         self.signal.wake_all()
 
+    def _tick(self, tick: float) -> None:
+        """One turn of the main thread: notice a pause, then enforce the handlers' deadlines."""
+        self._notice_pause(tick)
+        self._enforce_deadlines()
+
+    def _notice_pause(self, tick: float) -> None:
+        """SIGSTOP stops every thread while the clock runs on: after SIGCONT every handler would look overdue
+        (and the worker would restart). What the process did not run is not counted in any handler's time."""
+        now, cpu = time.monotonic(), time.process_time()
+        gap, used = now - self._last_tick, cpu - self._last_cpu
+        self._last_tick, self._last_cpu = now, cpu
+        if gap < PAUSE_MIN_SECONDS or used > 0.1 * gap:
+            return
+        paused = gap - tick
+        self._paused += paused
+        with self._lock:
+            for e in self._executors:
+                if e.running:
+                    e.running.deadline += paused
+                    e.running.hard_deadline += paused
+        log.warning(
+            "worker %s was paused for %.1f s (SIGSTOP or a frozen host); the handlers' time does not count it",
+            self.worker_id,
+            paused,
+        )
+
     def _enforce_deadlines(self) -> None:
         now = time.monotonic()
         with self._lock:
@@ -243,34 +282,56 @@ class Worker:
                     _raise_in_thread(running.thread_id, _Interrupt)
                     _cancel_query(running.handler_connection)
         for running in overdue:
-            if now >= running.hard_deadline and not self._restart and not self.stopping.is_set():
-                self._replace_process(running)
+            if now >= running.hard_deadline and not running.runaway and not running.returned:
+                self._runaway(running)
 
-    def _replace_process(self, running: _Running) -> None:
-        """The handler ignored its interruption (blocked in C code): record the failed attempt while this
-        worker still holds the lease, due again no sooner than the lease's end, then replace the process."""
+    def _runaway(self, running: _Running) -> None:
+        """The handler ignored its interruption (blocked in C code). Record the failed attempt while this worker
+        holds the lease, due again no sooner than this process is surely gone; then replace the process (unless
+        it is stopping anyway). The job cannot start elsewhere meanwhile, so the other handlers get the whole
+        JOB_SHUTDOWN_GRACE to finish; only a timeout that could not be recorded shortens it (the process must
+        then be gone before the lease passes)."""
+        running.runaway = True
+        restart = not self._restart and not self.stopping.is_set()
         log.error(
-            "job %s (%s) did not stop after its timeout; this worker restarts", running.job.id, running.job.handler
+            "job %s (%s) did not stop after its timeout; %s",
+            running.job.id,
+            running.job.handler,
+            "this worker restarts" if restart else "it is left behind when this worker stops",
         )
         lease_left = running.claimed_at + self.config.lease_seconds - time.monotonic()
+        not_before = max(lease_left, self.config.shutdown_grace + RUNAWAY_SLACK_SECONDS)
+        written = None
         try:
             store = self._private_store(statement_seconds=5, lock_seconds=2)
-            self._record_failure(
-                store, running.job, JobTimeout(self._timeout_message()), time.time(), not_before=lease_left
-            )
+            failure = self._failure(running.job, JobTimeout(self._timeout_message()), time.time(), not_before)
+            written = self._write_failure(store, failure)
             store.connection.close()
         except DatabaseError as exc:  # the lease will pass and the job be rescued, the attempt counted
             log.error("could not record the timeout of job %s: %s", running.job.id, format_error(exc))
-        self._restart = True
-        self.stop()
+        if restart:
+            self._restart = True
+            if written:
+                self._restart_grace = self.config.shutdown_grace
+            else:
+                self._restart_grace = min(self.config.shutdown_grace, self.config.lease_margin / 3)
+            self.stop()
 
     def _shutdown(self) -> int:
         self.stopping.set()
         self.signal.wake_all()
-        grace = min(self.config.shutdown_grace, self.config.lease_margin / 3) if self._restart else None
-        deadline = time.monotonic() + (self.config.shutdown_grace if grace is None else grace)
-        for executor in self._executors:
-            executor.thread.join(max(0.0, deadline - time.monotonic()))
+        grace = self._restart_grace if self._restart and self._restart_grace is not None else None
+        grace = self.config.shutdown_grace if grace is None else grace
+        tick = min(0.1, self.config.poll_interval)
+        paused_before = self._paused
+        deadline = time.monotonic() + grace
+        while True:  # deadlines still hold while the others finish; a runaway handler is not waited for
+            self._tick(tick)
+            left = deadline + (self._paused - paused_before) - time.monotonic()
+            waiting = [e for e in self._executors if e.thread.is_alive() and not (e.running and e.running.runaway)]
+            if not waiting or left <= 0:
+                break
+            waiting[0].thread.join(min(tick, left))
         stuck = [e for e in self._executors if e.thread.is_alive()]
         if stuck:  # past the grace: interrupt what still runs, give it a moment to unwind
             with self._lock:
@@ -478,7 +539,7 @@ class Worker:
         owed = (len(executor.failures), len(executor.acks), len(executor.unstarted))
         failures, executor.failures = executor.failures, []
         for position, failure in enumerate(failures):
-            if not self._write_failure(store, failure, executor):
+            if self._write_failure(store, failure, executor) is None:
                 executor.failures.extend(failures[position + 1 :])
                 return False
         self._flush_acks(store, executor)
@@ -545,7 +606,9 @@ class Worker:
             error = exc
         _reset_handler_connection(handler_connection, force=error is not None)
         pending = [
-            (job, context) for job, context in zip(jobs, contexts, strict=True) if not context.completed_in_transaction
+            (job, context)
+            for job, context in zip(jobs, contexts, strict=True)
+            if not context.completed_in_transaction and not (running.runaway and job.id == running.job.id)
         ]
         if isinstance(error, JobTimeout):
             for job, _context in pending:
@@ -630,6 +693,10 @@ class Worker:
             return None
         except Exception as exc:
             error = exc
+        if running.runaway:  # its timeout was recorded when it did not stop: whatever it did since is not its own
+            _reset_handler_connection(handler_connection, force=True)
+            log.info("job %s %s returned after its timeout was recorded; nothing more is written", job.id, job.handler)
+            return None
         if error is not None:
             _reset_handler_connection(handler_connection, force=True)
             self._record_failure(store, job, error, started, executor=executor)
@@ -684,6 +751,14 @@ class Worker:
         executor: _Executor | None = None,
     ) -> None:
         """Decide what the failed attempt leads to and write it; an executor keeps it if it cannot be written."""
+        failure = self._failure(job, exc, started, not_before)
+        if executor is not None and executor.connection_lost:
+            executor.failures.append(failure)
+            return
+        self._write_failure(store, failure, executor)
+
+    def _failure(self, job: ClaimedJob, exc: BaseException, started: float, not_before: float = 0.0) -> _Failure:
+        """The failed attempt, classified once, and what it leads to: a retry (after its delay), failed, dead."""
         error = classify(exc)
         decision = self.config.retry.decide(
             attempt_number=job.attempt_number, error=error, max_attempts=job.max_attempts
@@ -691,14 +766,11 @@ class Worker:
         delay = decision.delay if decision.delay is None else max(decision.delay, not_before)
         if log.isEnabledFor(logging.DEBUG):  # frames only: exception messages may carry secrets
             log.debug("job %s raised %s at\n%s", job.id, error.message, "".join(traceback.format_tb(exc.__traceback__)))
-        failure = _Failure(job, error, decision, delay, started)
-        if executor is not None and executor.connection_lost:
-            executor.failures.append(failure)
-            return
-        self._write_failure(store, failure, executor)
+        return _Failure(job, error, decision, delay, started)
 
-    def _write_failure(self, store: JobStore, failure: _Failure, executor: _Executor | None = None) -> bool:
-        """Write a decided failure; False when the database could not be reached (an executor keeps it)."""
+    def _write_failure(self, store: JobStore, failure: _Failure, executor: _Executor | None = None) -> bool | None:
+        """Write a decided failure: True when written, False when this worker no longer holds the job, None
+        when the database could not be reached (an executor keeps it, to write it once the database is back)."""
         job, error, decision, delay = failure.job, failure.error, failure.decision, failure.delay
         try:
             written = store.fail(
@@ -714,13 +786,14 @@ class Worker:
             store.connection.close()
             if executor is None:
                 log.error("could not record failure of job %s: %s", job.id, format_error(exc2))
-                return False
+                return None
             log.warning("could not record the failure of job %s yet: %s; kept", job.id, format_error(exc2))
             executor.failures.append(failure)
             executor.connection_lost = True
-            return False
+            return None
         if not written:
             log.warning("job %s failure not recorded: this worker no longer holds its lease", job.id)
+            return False
         elif decision.will_retry:
             log.warning(
                 "job %s %s attempt %d/%d failed (%s), retrying in %.1f s: %s",
