@@ -2,6 +2,7 @@ from django.contrib import admin, messages
 
 from accounts.admin_scoping import AccountScopedAdmin
 from accounts.application.tokens import api_token_revoke
+from accounts.domain.roles import Permission
 from accounts.infrastructure.models import Account, ApiToken, Membership
 
 
@@ -28,12 +29,14 @@ class MembershipInline(admin.TabularInline):
 
 @admin.register(Account)
 class AccountAdmin(AccountScopedAdmin):
-    """A staff user sees the accounts they are a member of; creating accounts and setting limits is the superusers'."""
+    """A staff user sees the accounts they are a member of and, as owner or admin, renames them; creating and
+    deleting accounts and setting their limits is the superusers'."""
 
     list_display = ("name", "slug", "max_concurrent_executions", "max_concurrent_jobs", "created_at")
     search_fields = ("name", "slug")
     prepopulated_fields = {"slug": ("name",)}
     inlines = [MembershipInline]
+    account_roles = {"change": Permission.MANAGE_ACCOUNT}
 
     def get_readonly_fields(self, request, obj=None):
         limits = () if request.user.is_superuser else ("max_concurrent_executions", "max_concurrent_jobs")
@@ -54,6 +57,7 @@ class ApiTokenAdmin(AccountScopedAdmin):  # operator tokens (no account) are the
     fields = ("prefix", "name", "user", "account", "created_at", "last_used_at", "revoked_at")
     readonly_fields = fields
     actions = ["revoke_tokens"]
+    account_roles = {"revoke": Permission.MANAGE_ACCOUNT}
 
     def has_add_permission(self, request):
         return False
@@ -61,7 +65,11 @@ class ApiTokenAdmin(AccountScopedAdmin):  # operator tokens (no account) are the
     def has_change_permission(self, request, obj=None):
         return False
 
-    @admin.action(description="Revoke selected tokens")
+    def has_revoke_permission(self, request, obj=None):
+        """Revoking changes a token: Django's change permission, and a role that manages the account."""
+        return request.user.has_perm("accounts.change_apitoken") and self.role_allows(request, "revoke", obj)
+
+    @admin.action(description="Revoke selected tokens", permissions=["revoke"])
     def revoke_tokens(self, request, queryset):
         ids = list(queryset.values_list("pk", flat=True))
         for token_id in ids:

@@ -9,6 +9,10 @@ not decode, or a page size that is not a positive integer, is a 400; a
 page size above API_MAX_PAGE_SIZE is capped to it.
 """
 
+import binascii
+from base64 import b64decode
+from urllib.parse import parse_qs
+
 from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework.exceptions import NotFound as DRFNotFound
@@ -40,6 +44,23 @@ class ApiCursorPagination(CursorPagination):
         if size < 1:
             raise InvalidInput.field(self.page_size_query_param, "must be a positive integer")
         return min(size, settings.API_MAX_PAGE_SIZE)
+
+    def decode_cursor(self, request):
+        """DRF's decoder skips what is not base64, so `!!!` read as no position at all: the first page. A cursor
+        is only ever one this API wrote: strict base64 of its own keys (o, r, p), each once."""
+        encoded = request.query_params.get(self.cursor_query_param)
+        if encoded:
+            try:
+                tokens = parse_qs(
+                    b64decode(encoded.encode("ascii"), validate=True).decode("ascii"),
+                    keep_blank_values=True,
+                    strict_parsing=True,
+                )
+            except (binascii.Error, UnicodeError, ValueError):
+                tokens = {}
+            if not tokens or set(tokens) - {"o", "r", "p"} or any(len(values) != 1 for values in tokens.values()):
+                raise InvalidInput.field(self.cursor_query_param, "is not a valid cursor")
+        return super().decode_cursor(request)
 
     def get_ordering(self, request, queryset, view):
         return tuple(getattr(view, "ordering", None) or self.ordering)

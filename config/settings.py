@@ -166,12 +166,16 @@ LOGGING: dict[str, Any] = {
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
     },
+    # PostgreSQL's DETAIL and CONTEXT lines quote row data: kept out of every log (kernel.log_redaction.py).
+    "filters": {"database_details": {"()": "kernel.log_redaction.DatabaseDetailsFilter"}},
     "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["database_details"]},
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
+        # Django's own handlers (its DEBUG console, mail_admins) would print tracebacks unfiltered.
+        "django": {"handlers": ["console"], "level": "INFO", "propagate": False},
     },
 }
 

@@ -5,6 +5,7 @@ from django import forms
 from django.contrib import admin
 
 from accounts.admin_scoping import AccountScopedAdmin, check_account
+from accounts.domain.roles import Permission
 from contacts.application.services import (
     EDITABLE_FIELDS,
     contact_add_tag,
@@ -13,7 +14,7 @@ from contacts.application.services import (
     contact_remove_tag,
     contact_update,
 )
-from contacts.domain.model import ContactError, normalize_phone
+from contacts.domain.model import ContactError, check_reachable, normalize_phone, normalize_tags
 from contacts.infrastructure.models import ConsentChange, Contact
 
 
@@ -29,6 +30,21 @@ class ContactForm(forms.ModelForm):
             return normalize_phone(self.cleaned_data.get("phone") or "")
         except ContactError as error:
             raise forms.ValidationError(error.reason) from None
+
+    def clean_tags(self) -> list[str]:
+        try:
+            return normalize_tags(self.cleaned_data.get("tags") or [])
+        except ContactError as error:
+            raise forms.ValidationError(error.reason) from None
+
+    def clean(self) -> dict:
+        data = super().clean() or {}
+        if "phone" in data and "email" in data:
+            try:
+                check_reachable(data["email"] or "", data["phone"] or "")
+            except ContactError as error:
+                self.add_error(error.field, error.reason)
+        return data
 
 
 class ConsentChangeInline(admin.TabularInline):
@@ -49,6 +65,7 @@ class ContactAdmin(AccountScopedAdmin):  # a staff user sees their accounts' con
     readonly_fields = ("unsubscribed", "sms_opted_out", "created_at", "updated_at")
     inlines = [ConsentChangeInline]
     form = ContactForm
+    account_roles = dict.fromkeys(("add", "change", "delete"), Permission.MANAGE_CONTACTS)
 
     def save_model(self, request, obj, form, change):
         check_account(request, obj)

@@ -4,7 +4,8 @@ from django import forms
 from django.contrib import admin, messages
 from django.utils import timezone
 
-from accounts.admin_scoping import AccountScopedAdmin
+from accounts.admin_scoping import AccountScopedAdmin, StorableJSONField
+from accounts.domain.roles import Permission
 from jobs.application.operations import JobConflict, job_cancel, job_retry
 from jobs.application.schedules import schedule_problems
 from jobs.domain.schedule import next_tick
@@ -14,6 +15,9 @@ from jobs.infrastructure.models import Job, Schedule
 
 @admin.register(Job)
 class JobAdmin(AccountScopedAdmin):  # jobs of no account (system jobs) are the superusers' alone
+    """Members whose role may see the account's jobs (as in the API) see them; retrying and cancelling jobs
+    is the operators' (superusers'), as the API's operator endpoints are."""
+
     list_display = (
         "id",
         "handler",
@@ -33,6 +37,7 @@ class JobAdmin(AccountScopedAdmin):  # jobs of no account (system jobs) are the 
     actions = ["retry_jobs", "cancel_jobs"]
     list_select_related = ("account",)
     show_full_result_count = False
+    account_roles = {"view": Permission.VIEW_JOBS}  # "operate" is not listed: the superusers' alone
 
     def get_fields(self, request, obj=None):
         fields = [f.name for f in Job._meta.fields]
@@ -49,22 +54,26 @@ class JobAdmin(AccountScopedAdmin):  # jobs of no account (system jobs) are the 
     def has_change_permission(self, request, obj=None):
         return False
 
-    @admin.action(description="Retry selected jobs (dead, failed or retrying)")
+    def has_operate_permission(self, request):
+        return request.user.is_superuser
+
+    @admin.action(description="Retry selected jobs (dead, failed or retrying)", permissions=["operate"])
     def retry_jobs(self, request, queryset):
         self._apply(request, queryset, job_retry, "retried")
 
-    @admin.action(description="Cancel selected jobs (pending or retrying)")
+    @admin.action(description="Cancel selected jobs (pending or retrying)", permissions=["operate"])
     def cancel_jobs(self, request, queryset):
         self._apply(request, queryset, job_cancel, "cancelled")
 
     def _apply(self, request, queryset, service, verb: str) -> None:
         done, refused = 0, []
-        for job in queryset.only("id"):
+        # Ids only: `only("id")` would defer the account the changelist's select_related joins (a FieldError).
+        for job_id in queryset.values_list("pk", flat=True):
             try:
-                service(job_id=job.pk)
+                service(job_id=job_id)
                 done += 1
             except (IllegalJobTransition, JobConflict) as exc:
-                refused.append(f"{job.pk}: {exc}")
+                refused.append(f"{job_id}: {exc}")
         if done:
             self.message_user(request, f"{done} job(s) {verb}.", messages.SUCCESS)
         for line in refused[:20]:
@@ -75,6 +84,7 @@ class ScheduleForm(forms.ModelForm):
     class Meta:
         model = Schedule
         fields = ["name", "cron", "handler", "payload", "queue", "priority", "enabled"]
+        field_classes = {"payload": StorableJSONField}  # NaN or 1e400 would fail in jsonb as a 500
 
     def clean(self):
         data = super().clean()

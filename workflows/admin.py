@@ -16,7 +16,7 @@ from typing import Any, cast
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 from django.forms.models import BaseInlineFormSet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
@@ -25,6 +25,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from accounts.admin_scoping import AccountScopedAdmin, check_account
+from accounts.domain.roles import Permission
 from contacts.infrastructure.models import Contact
 from workflows.application.definitions import validation_context
 from workflows.application.errors import NotFound
@@ -172,9 +173,9 @@ class WorkflowStepInline(admin.StackedInline):
         return format_html("<code>{}</code>", json.dumps(shown_step(step.as_dict())["config"], ensure_ascii=False))
 
     def has_change_permission(self, request: HttpRequest, obj: Workflow | None = None) -> bool:
-        """Steps are part of their workflow: whoever may change the workflow may change its steps, unless archived."""
-        may_change = request.user.has_perm("workflows.change_workflow")
-        return may_change and (obj is None or obj.status != WorkflowStatus.ARCHIVED)
+        """Steps are part of their workflow: whoever may change the workflow (permission, role, not archived)
+        may change its steps."""
+        return self.admin_site.get_model_admin(Workflow).has_change_permission(request, obj)
 
     def has_add_permission(self, request: HttpRequest, obj: Workflow | None = None) -> bool:
         return self.has_change_permission(request, obj)
@@ -257,6 +258,10 @@ class WorkflowAdmin(AccountScopedAdmin):
         ("History", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
     actions = ["publish", "pause", "activate", "archive", "restore", "start_run"]
+    account_roles = {
+        **dict.fromkeys(("add", "change", "delete"), Permission.MANAGE_WORKFLOWS),
+        "start": Permission.RUN_WORKFLOWS,
+    }
     list_select_related = ("account", "current_version")
     change_form_template = "admin/workflows/workflow/change_form.html"
 
@@ -274,8 +279,8 @@ class WorkflowAdmin(AccountScopedAdmin):
     def unpublished_changes(self, workflow: Workflow) -> bool:
         return has_unpublished_changes(workflow)
 
-    def has_change_permission(self, request: HttpRequest, obj: Workflow | None = None) -> bool:
-        if obj is not None and obj.status == WorkflowStatus.ARCHIVED:
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        if isinstance(obj, Workflow) and obj.status == WorkflowStatus.ARCHIVED:
             return False  # archived workflows are read-only; restore one to edit it
         return super().has_change_permission(request, obj)
 
@@ -383,8 +388,8 @@ class WorkflowAdmin(AccountScopedAdmin):
         if done:
             self.message_user(request, f"{done} workflow(s) {verb}.", messages.SUCCESS)
 
-    def has_start_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm("workflows.add_workflowexecution")
+    def has_start_permission(self, request: HttpRequest, obj: Workflow | None = None) -> bool:
+        return request.user.has_perm("workflows.add_workflowexecution") and self.role_allows(request, "start", obj)
 
     # --- start a run ------------------------------------------------------------------------
     def get_urls(self):
@@ -400,7 +405,7 @@ class WorkflowAdmin(AccountScopedAdmin):
     def start_run_view(self, request: HttpRequest, workflow_id: int) -> HttpResponse:
         # Another account's workflow is a 404, like a missing one; its contacts are then out of reach too.
         workflow = get_object_or_404(self.get_queryset(request), pk=workflow_id)
-        if not self.has_view_permission(request, workflow) or not self.has_start_permission(request):
+        if not self.has_view_permission(request, workflow) or not self.has_start_permission(request, workflow):
             return HttpResponseRedirect(reverse("admin:index"))
         form = StartRunForm(request.POST or None, workflow=workflow)
         if request.method == "POST" and form.is_valid():
@@ -493,6 +498,7 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
     date_hierarchy = "created_at"
     show_full_result_count = False
     actions = ["pause_runs", "resume_runs", "cancel_runs", "retry_runs"]
+    account_roles = {"operate": Permission.RUN_WORKFLOWS}
     change_form_template = "admin/workflows/workflowexecution/change_form.html"
     fields = (
         "id",
@@ -541,9 +547,10 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
         return False  # a run's history is kept; erasing its contact erases it
 
     # --- pause / resume / cancel / retry -----------------------------------------------------
-    def has_operate_permission(self, request: HttpRequest) -> bool:
-        """Runs are never edited in the admin, but whoever may change them may pause, resume, cancel, retry."""
-        return request.user.has_perm("workflows.change_workflowexecution")
+    def has_operate_permission(self, request: HttpRequest, obj: WorkflowExecution | None = None) -> bool:
+        """Runs are never edited in the admin, but whoever may change them, in a role that runs workflows, may
+        pause, resume, cancel, retry."""
+        return request.user.has_perm("workflows.change_workflowexecution") and self.role_allows(request, "operate", obj)
 
     @admin.action(description="Pause selected runs", permissions=["operate"])
     def pause_runs(self, request: HttpRequest, queryset: QuerySet[WorkflowExecution]) -> None:
@@ -586,11 +593,12 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
         """The change page's buttons: POST pause / resume / cancel / retry for one run."""
         target = reverse("admin:workflows_workflowexecution_change", args=[execution_id])
         operations = RUN_OPERATIONS
-        if not self.get_queryset(request).filter(pk=execution_id).exists():
+        execution = self.get_queryset(request).filter(pk=execution_id).only("pk", "account_id").first()
+        if execution is None:
             raise Http404("No such run.")  # another account's run, like a missing one
         if request.method != "POST" or operation not in operations:
             return HttpResponseRedirect(target)
-        if not self.has_view_permission(request) or not self.has_operate_permission(request):
+        if not self.has_view_permission(request) or not self.has_operate_permission(request, execution):
             self.message_user(request, "You may not change runs.", messages.ERROR)
             return HttpResponseRedirect(target)
         try:

@@ -27,8 +27,16 @@ def admin_account_ids(user: AbstractBaseUser | AnonymousUser) -> frozenset[int] 
     None means every account (a superuser is the superadmin, above all accounts). An anonymous or inactive
     user gets no account.
     """
+    roles = admin_account_roles(user)
+    return None if roles is None else frozenset(roles)
+
+
+def admin_account_roles(user: object) -> dict[int, str] | None:
+    """The role a staff user holds in each account they are a member of (None: a superuser, every account)."""
     if getattr(user, "is_superuser", False) and getattr(user, "is_active", False):
         return None
     if not getattr(user, "is_authenticated", False) or not getattr(user, "is_active", False):
-        return frozenset()
-    return frozenset(Membership.objects.filter(user_id=cast(int, user.pk)).values_list("account_id", flat=True))
+        return {}
+    return dict(
+        Membership.objects.filter(user_id=cast(int, getattr(user, "pk", None))).values_list("account_id", "role")
+    )

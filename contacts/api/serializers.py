@@ -4,7 +4,7 @@ from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
 from api.serializers import StrictSerializer
-from contacts.domain.model import MAX_TAG_LENGTH, ConsentChannel
+from contacts.domain.model import MAX_TAG_LENGTH, MAX_TAGS, ConsentChannel
 from contacts.infrastructure.models import Contact
 
 TAGS_HINT = "tags change through POST /api/v1/contacts/{id}/tags and DELETE /api/v1/contacts/{id}/tags/{tag}"
@@ -63,7 +63,9 @@ class _OptionalProfile(_ConsentFields):
 
 @extend_schema_serializer(component_name="ContactCreate")
 class ContactCreateIn(_OptionalProfile):
-    tags = serializers.ListField(child=serializers.CharField(max_length=MAX_TAG_LENGTH), required=False, max_length=100)
+    tags = serializers.ListField(
+        child=serializers.CharField(max_length=MAX_TAG_LENGTH), required=False, max_length=MAX_TAGS
+    )
 
 
 @extend_schema_serializer(component_name="ContactChange")

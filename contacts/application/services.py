@@ -11,9 +11,12 @@ from contacts.domain.model import (
     ConsentChannel,
     ConsentSource,
     ContactError,
+    check_reachable,
     normalize_phone,
     normalize_tag,
-    with_tag,
+    normalize_tags,
+    tags_full,
+    too_many_tags,
 )
 from contacts.infrastructure.models import ConsentChange, Contact
 from contacts.infrastructure.store import ContactStore, as_contact
@@ -60,8 +63,8 @@ def contact_create(
     _check_fields(fields)
     opt_outs = _check_consent(consent, consent_source)
     contact = Contact(account_id=account_id, **fields, **opt_outs)
-    for tag in tags:
-        contact.tags, _ = with_tag(contact.tags, tag)
+    contact.tags = normalize_tags(tags)
+    check_reachable(contact.email, contact.phone)
     contact.full_clean(exclude=["account"])
     _save_unique(contact)
     # A new contact starts opted in: only an opt-out is a change of consent.
@@ -108,6 +111,11 @@ def contact_update(
             if row[name] != value:
                 changes[name] = value
         consent_changes = {name: value for name, value in opt_outs.items() if row[name] != value}
+        if refused is None and ("email" in changes or "phone" in changes):
+            try:  # a change that would leave the contact with no address at all
+                check_reachable(changes.get("email", row["email"]), changes.get("phone", row["phone"]))
+            except ContactError as error:
+                refused = error
         if refused is not None:
             pass  # raised below, outside the block: raising inside would doom a caller's transaction
         elif changes.get("email") and store.email_taken(row["account_id"], changes["email"], contact_id):
@@ -200,12 +208,15 @@ def contact_delete(*, contact_id: int) -> None:
 
 
 def contact_add_tag(*, contact_id: int, tag: str) -> tuple[Contact, bool]:
+    """Tag a contact; a contact that has MAX_TAGS tags already is refused (ContactError naming `tag`)."""
     tag = normalize_tag(tag)  # before any write: a bad tag leaves a caller's transaction usable
     store = ContactStore()
     with transaction.atomic(savepoint=False):  # on the hot path of tag steps: no savepoint round trips
         row, added = store.add_tag(contact_id, tag)
         if added:
             events.publish(events.ContactEvent(row["account_id"], contact_id, events.TAG_ADDED, {"tag": tag}))
+    if not added and tags_full(row["tags"], tag):
+        raise too_many_tags("tag")  # raised here, not in the block: it would doom a caller's transaction
     return as_contact(row), added
 
 

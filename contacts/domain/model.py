@@ -6,8 +6,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 MAX_TAG_LENGTH = 64
+MAX_TAGS = 100  # per contact, on every path that adds one (create, the tag endpoint, the admin, a workflow step)
 # Control characters and unpaired surrogates: invisible in lists, and NUL cannot be stored in PostgreSQL.
 _UNPRINTABLE = frozenset({"Cc", "Cs"})
+# Format characters (zero-width space and joiners, BOM, soft hyphen, direction marks) are dropped: invisible,
+# they would make "vip" and "vip\u200b" two tags that look alike, and direction marks can disguise a tag.
+_INVISIBLE = "Cf"
 
 
 class ContactError(ValueError):
@@ -50,7 +54,7 @@ def normalize_tag(tag: object) -> str:
     """Tags compare case-insensitively and without surrounding spaces."""
     if not isinstance(tag, str):
         raise ContactError("tag", "must be a string")
-    cleaned = tag.strip().lower()
+    cleaned = "".join(ch for ch in tag if unicodedata.category(ch) != _INVISIBLE).strip().lower()
     if not cleaned:
         raise ContactError("tag", "must not be blank")
     if len(cleaned) > MAX_TAG_LENGTH:
@@ -61,11 +65,38 @@ def normalize_tag(tag: object) -> str:
 
 
 def with_tag(tags: list[str], tag: str) -> tuple[list[str], bool]:
-    """The tag list with `tag` added, and whether it was new."""
+    """The tag list with `tag` added, and whether it was new; refused when the contact has MAX_TAGS already."""
     tag = normalize_tag(tag)
     if tag in tags:
         return list(tags), False
+    if tags_full(tags, tag):
+        raise too_many_tags()
     return [*tags, tag], True
+
+
+def normalize_tags(tags: object) -> list[str]:
+    """A whole tag list as it is stored: each tag normalized, each once, in order, at most MAX_TAGS."""
+    if not isinstance(tags, list):
+        raise ContactError("tags", "must be a list of tags")
+    normalized: list[str] = []
+    for tag in tags:
+        normalized, _ = with_tag(normalized, tag)
+    return normalized
+
+
+def tags_full(tags: list[str], tag: str) -> bool:
+    """Whether adding `tag` (normalized) would take the contact past MAX_TAGS; a tag it has never does."""
+    return tag not in tags and len(tags) >= MAX_TAGS
+
+
+def too_many_tags(field: str = "tags") -> ContactError:
+    return ContactError(field, f"a contact has at most {MAX_TAGS} tags; remove one first")
+
+
+def check_reachable(email: str, phone: str) -> None:
+    """A contact is someone Relay can reach: it needs an email address or a phone number (or both)."""
+    if not email and not phone:
+        raise ContactError("email", "a contact needs an email address or a phone number")
 
 
 def without_tag(tags: list[str], tag: str) -> tuple[list[str], bool]:

@@ -15,7 +15,7 @@ from typing import Any, cast
 from django.db import connections, models
 from django.utils import timezone
 
-from contacts.domain.model import with_tag, without_tag
+from contacts.domain.model import MAX_TAGS, tags_full, with_tag, without_tag
 from contacts.infrastructure.models import Contact
 
 TABLE = Contact._meta.db_table
@@ -32,16 +32,19 @@ class ContactStore:
         """Append a normalized tag unless the contact has it: (the row as it is now, whether it was added)."""
         if self.connection.vendor != "postgresql":
             row = self.lock(contact_id)
+            if tags_full(row["tags"], tag):
+                return row, False  # the service refuses it, outside the caller's transaction
             row["tags"], added = with_tag(row["tags"], tag)
             if added:
                 row["updated_at"] = self.update(contact_id, {"tags": row["tags"]})
             return row, added
-        # One statement: the row lock, the membership test and the append.
+        # One statement: the row lock, the membership test, the per-contact limit and the append.
         return self._changed_or_current(
             contact_id,
             f"UPDATE {TABLE} SET tags = tags || jsonb_build_array(%s::text), updated_at = %s"
-            f" WHERE id = %s AND NOT jsonb_exists(tags, %s) RETURNING {', '.join(COLUMNS)}",
-            [tag, timezone.now(), contact_id, tag],
+            f" WHERE id = %s AND NOT jsonb_exists(tags, %s) AND jsonb_array_length(tags) < %s"
+            f" RETURNING {', '.join(COLUMNS)}",
+            [tag, timezone.now(), contact_id, tag, MAX_TAGS],
         )
 
     def remove_tag(self, contact_id: int, tag: str) -> tuple[dict[str, Any], bool]:

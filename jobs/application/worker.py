@@ -43,10 +43,11 @@ from jobs.application import notifications
 from jobs.application.config import QueueConfig
 from jobs.application.context import JobContext, context_for
 from jobs.application.registry import DeadLetter, UnknownHandler, dead_letter_hook, get_batch_handler, get_handler
+from jobs.domain.retry import RetryDecision
 from jobs.domain.states import JobStatus
 from jobs.infrastructure.listener import NotificationListener
 from jobs.infrastructure.store import ClaimedJob, Finished, JobStore, private_connection, store_for
-from kernel.failures import JobTimeout, LeaseLost, PermanentError, classify, format_error
+from kernel.failures import ClassifiedError, JobTimeout, LeaseLost, PermanentError, classify, format_error
 
 log = logging.getLogger("relay.worker")
 
@@ -58,6 +59,17 @@ GROUP_TARGET_SECONDS = 0.5
 ACK_DELAY_SECONDS = 0.05  # a completed job waits at most this long (plus one job) for its acknowledgement
 QUEUE_STATEMENT_TIMEOUT = 30.0  # the queue's own statements never hang a worker
 QUEUE_LOCK_TIMEOUT = 10.0
+# After a lost connection an executor tries again after 0.2, 0.4, 0.8, 1.6, then every 2 s: a database that
+# comes back is used within 2 s, and what the executor kept meanwhile (completions, failures, jobs it had
+# claimed but not started) is written at once.
+RECONNECT_MAX_SECONDS = 2.0
+# A main-thread tick this late while the process used almost no CPU was a pause (SIGSTOP, a frozen host), not
+# a slow handler: no handler's time counts it. A handler hogging the GIL in C code delays the tick too, but
+# burns CPU meanwhile, so it is still stopped at its deadline.
+PAUSE_MIN_SECONDS = 1.0
+# A handler that ignored its interruption: its job is due again no sooner than this process is surely gone
+# (the shutdown grace, plus this), so no other worker can start it while the handler still runs here.
+RUNAWAY_SLACK_SECONDS = 5.0
 
 
 def new_worker_id() -> str:
@@ -68,6 +80,10 @@ def new_worker_id() -> str:
 class _Interrupt(BaseException):
     """Raised inside a handler's thread at its deadline. A BaseException, so `except Exception` in a
     handler cannot swallow it."""
+
+
+class _QueueUnreachable(Exception):
+    """What an executor kept while the database was unreachable could not be written yet: try again later."""
 
 
 class _DeadlinePassed(Exception):
@@ -109,10 +125,22 @@ class _Running:
     thread_id: int
     handler_connection: object
     claimed_at: float  # monotonic
-    deadline: float  # monotonic: the handler is interrupted here
-    hard_deadline: float  # monotonic: past this the process replaces itself
+    deadline: float  # monotonic, moved on by a pause: the handler is interrupted here
+    hard_deadline: float  # the same: past this the handler is a runaway (its timeout recorded by the main thread)
     interrupted: bool = False
     returned: bool = False
+    runaway: bool = False  # the main thread recorded its timeout: its executor records nothing more for it
+
+
+@dataclass
+class _Failure:
+    """A failed attempt, decided (retry, failed, dead) and waiting to be written."""
+
+    job: ClaimedJob
+    error: ClassifiedError
+    decision: RetryDecision
+    delay: float | None
+    started: float
 
 
 @dataclass
@@ -120,8 +148,18 @@ class _Executor:
     index: int
     thread: threading.Thread | None = None
     running: _Running | None = None
+    # What this executor owes the database. Written as soon as it can be; when the queue connection is lost
+    # it is kept (never thrown away) and written once the database is back: completions, failed attempts,
+    # and jobs it had claimed but not started (given back). A lease another worker took in between refuses
+    # the write (the compare-and-set on every finish), so nothing is recorded twice.
     acks: list[Finished] = field(default_factory=list)  # completed, not yet acknowledged
+    failures: list[_Failure] = field(default_factory=list)  # failed, not yet recorded
+    unstarted: list = field(default_factory=list)  # ids claimed, never started, not yet given back
+    connection_lost: bool = False  # a queue statement failed: start nothing more until the debts are written
     grouped: bool = False  # its last batch went to a batch handler: claim by GROUP_TARGET_SECONDS
+
+    def owes(self) -> bool:
+        return self.connection_lost or bool(self.acks or self.failures or self.unstarted)
 
 
 class Worker:
@@ -146,6 +184,10 @@ class Worker:
         self._lock = threading.Lock()
         self._busy = 0  # executors holding a batch (burst mode exits when none are)
         self._restart = False
+        self._restart_grace: float | None = None  # how long a restart waits for the other handlers
+        self._last_tick = time.monotonic()
+        self._last_cpu = time.process_time()
+        self._paused = 0.0  # seconds this process was seen paused (not counted in any handler's time)
         self._install_signals = install_signal_handlers
         self._listener: NotificationListener | None = None
         self._executors = [_Executor(i) for i in range(self.concurrency)]
@@ -182,8 +224,9 @@ class Worker:
 
         tick = min(0.1, self.config.poll_interval)
         exit_code = 0
+        self._last_tick, self._last_cpu = time.monotonic(), time.process_time()
         while not self.stopping.is_set():
-            self._enforce_deadlines()
+            self._tick(tick)
             if self.burst and not any(e.thread.is_alive() for e in self._executors):
                 break
             if not self.burst and not all(e.thread.is_alive() for e in self._executors):
@@ -203,6 +246,32 @@ class Worker:
         self.stopping.set()
         self.signal.wake_all()
 
+    def _tick(self, tick: float) -> None:
+        """One turn of the main thread: notice a pause, then enforce the handlers' deadlines."""
+        self._notice_pause(tick)
+        self._enforce_deadlines()
+
+    def _notice_pause(self, tick: float) -> None:
+        """SIGSTOP stops every thread while the clock runs on: after SIGCONT every handler would look overdue
+        (and the worker would restart). What the process did not run is not counted in any handler's time."""
+        now, cpu = time.monotonic(), time.process_time()
+        gap, used = now - self._last_tick, cpu - self._last_cpu
+        self._last_tick, self._last_cpu = now, cpu
+        if gap < PAUSE_MIN_SECONDS or used > 0.1 * gap:
+            return
+        paused = gap - tick
+        self._paused += paused
+        with self._lock:
+            for e in self._executors:
+                if e.running:
+                    e.running.deadline += paused
+                    e.running.hard_deadline += paused
+        log.warning(
+            "worker %s was paused for %.1f s (SIGSTOP or a frozen host); the handlers' time does not count it",
+            self.worker_id,
+            paused,
+        )
+
     def _enforce_deadlines(self) -> None:
         now = time.monotonic()
         with self._lock:
@@ -213,34 +282,56 @@ class Worker:
                     _raise_in_thread(running.thread_id, _Interrupt)
                     _cancel_query(running.handler_connection)
         for running in overdue:
-            if now >= running.hard_deadline and not self._restart and not self.stopping.is_set():
-                self._replace_process(running)
+            if now >= running.hard_deadline and not running.runaway and not running.returned:
+                self._runaway(running)
 
-    def _replace_process(self, running: _Running) -> None:
-        """The handler ignored its interruption (blocked in C code): record the failed attempt while this
-        worker still holds the lease, due again no sooner than the lease's end, then replace the process."""
+    def _runaway(self, running: _Running) -> None:
+        """The handler ignored its interruption (blocked in C code). Record the failed attempt while this worker
+        holds the lease, due again no sooner than this process is surely gone; then replace the process (unless
+        it is stopping anyway). The job cannot start elsewhere meanwhile, so the other handlers get the whole
+        JOB_SHUTDOWN_GRACE to finish; only a timeout that could not be recorded shortens it (the process must
+        then be gone before the lease passes)."""
+        running.runaway = True
+        restart = not self._restart and not self.stopping.is_set()
         log.error(
-            "job %s (%s) did not stop after its timeout; this worker restarts", running.job.id, running.job.handler
+            "job %s (%s) did not stop after its timeout; %s",
+            running.job.id,
+            running.job.handler,
+            "this worker restarts" if restart else "it is left behind when this worker stops",
         )
         lease_left = running.claimed_at + self.config.lease_seconds - time.monotonic()
+        not_before = max(lease_left, self.config.shutdown_grace + RUNAWAY_SLACK_SECONDS)
+        written = None
         try:
             store = self._private_store(statement_seconds=5, lock_seconds=2)
-            self._record_failure(
-                store, running.job, JobTimeout(self._timeout_message()), time.time(), not_before=lease_left
-            )
+            failure = self._failure(running.job, JobTimeout(self._timeout_message()), time.time(), not_before)
+            written = self._write_failure(store, failure)
             store.connection.close()
         except DatabaseError as exc:  # the lease will pass and the job be rescued, the attempt counted
             log.error("could not record the timeout of job %s: %s", running.job.id, format_error(exc))
-        self._restart = True
-        self.stop()
+        if restart:
+            self._restart = True
+            if written:
+                self._restart_grace = self.config.shutdown_grace
+            else:
+                self._restart_grace = min(self.config.shutdown_grace, self.config.lease_margin / 3)
+            self.stop()
 
     def _shutdown(self) -> int:
         self.stopping.set()
         self.signal.wake_all()
-        grace = min(self.config.shutdown_grace, self.config.lease_margin / 3) if self._restart else None
-        deadline = time.monotonic() + (self.config.shutdown_grace if grace is None else grace)
-        for executor in self._executors:
-            executor.thread.join(max(0.0, deadline - time.monotonic()))
+        grace = self._restart_grace if self._restart and self._restart_grace is not None else None
+        grace = self.config.shutdown_grace if grace is None else grace
+        tick = min(0.1, self.config.poll_interval)
+        paused_before = self._paused
+        deadline = time.monotonic() + grace
+        while True:  # deadlines still hold while the others finish; a runaway handler is not waited for
+            self._tick(tick)
+            left = deadline + (self._paused - paused_before) - time.monotonic()
+            waiting = [e for e in self._executors if e.thread.is_alive() and not (e.running and e.running.runaway)]
+            if not waiting or left <= 0:
+                break
+            waiting[0].thread.join(min(tick, left))
         stuck = [e for e in self._executors if e.thread.is_alive()]
         if stuck:  # past the grace: interrupt what still runs, give it a moment to unwind
             with self._lock:
@@ -269,12 +360,16 @@ class Worker:
         running gets its job back a little later, so no other worker starts it before this process is gone."""
         with self._lock:
             acks = [a for e in self._executors for a in e.acks]
+            failures = [f for e in self._executors for f in e.failures]
             for e in self._executors:
                 e.acks.clear()
+                e.failures.clear()
         try:
             store = self._private_store(statement_seconds=10, lock_seconds=5)
-            if acks:
-                self._acknowledge(store, acks)
+            for failure in failures:
+                self._write_failure(store, failure)
+            if acks and not self._acknowledge(store, acks):
+                log.error("%d completed jobs were not acknowledged: they run again after their lease", len(acks))
             released = store.release(self.worker_id, delay=2.0 if still_running else 0.0)
             store.connection.close()
         except DatabaseError as exc:  # the leases will pass and the jobs be rescued
@@ -353,6 +448,8 @@ class Worker:
                         store = self._private_store(
                             statement_seconds=QUEUE_STATEMENT_TIMEOUT, lock_seconds=QUEUE_LOCK_TIMEOUT
                         )
+                    if executor.owes() and not self._write_owed(store, executor):
+                        raise _QueueUnreachable("the database is still unreachable")
                     with self._lock:
                         self._busy += 1
                     try:
@@ -378,7 +475,8 @@ class Worker:
                     if store is not None:
                         store.connection.close()
                         store = None
-                    self.stopping.wait(min(10.0, 0.1 * 2**failures))
+                    connections[self.using].close()  # the handlers' connection went with it: start afresh
+                    self.stopping.wait(min(RECONNECT_MAX_SECONDS, 0.1 * 2**failures))
                     continue
                 if not batch:
                     with self._lock:
@@ -389,7 +487,7 @@ class Worker:
         finally:
             if store is not None:
                 try:
-                    self._flush_acks(store, executor)
+                    self._flush_acks(store, executor)  # what it cannot write, _finish_leftovers tries again
                 finally:
                     store.connection.close()
             connections[self.using].close()
@@ -403,10 +501,14 @@ class Worker:
             claimed_at = time.monotonic()
         batch = left
         for position, job in enumerate(batch):
+            if executor.connection_lost:
+                # The database went away: start nothing more. Give the rest back once it is reachable again.
+                executor.unstarted.extend(j.id for j in batch[position:])
+                break
             if self.stopping.is_set() or (position and time.monotonic() - claimed_at > self._hold_limit()):
                 # Give back what this executor did not start: to other workers, or to the next start.
                 self._flush_acks(store, executor)
-                store.release(self.worker_id, [j.id for j in batch[position:]])
+                self._give_back(store, executor, [j.id for j in batch[position:]])
                 break
             if executor.acks and time.time() - executor.acks[0].finished > ACK_DELAY_SECONDS:
                 self._flush_acks(store, executor)
@@ -417,6 +519,44 @@ class Worker:
                 duration = 0.8 * duration + 0.2 * (finished.finished - finished.started)
         self._flush_acks(store, executor)
         return duration
+
+    def _give_back(self, store: JobStore, executor: _Executor, job_ids: list) -> None:
+        """Release claimed jobs this executor did not start (uncounted); kept for later if it cannot now."""
+        if executor.connection_lost:
+            executor.unstarted.extend(job_ids)
+            return
+        try:
+            store.release(self.worker_id, job_ids)
+        except DatabaseError as exc:
+            log.warning("could not give back %d unstarted jobs yet: %s; kept", len(job_ids), format_error(exc))
+            store.connection.close()
+            executor.unstarted.extend(job_ids)
+            executor.connection_lost = True
+
+    def _write_owed(self, store: JobStore, executor: _Executor) -> bool:
+        """Write what the executor kept while the database was unreachable; False if it still is."""
+        executor.connection_lost = False
+        owed = (len(executor.failures), len(executor.acks), len(executor.unstarted))
+        failures, executor.failures = executor.failures, []
+        for position, failure in enumerate(failures):
+            if self._write_failure(store, failure, executor) is None:
+                executor.failures.extend(failures[position + 1 :])
+                return False
+        self._flush_acks(store, executor)
+        if executor.connection_lost:
+            return False
+        unstarted, executor.unstarted = executor.unstarted, []
+        self._give_back(store, executor, unstarted)
+        if executor.connection_lost:
+            return False
+        if any(owed):
+            log.warning(
+                "executor %d: the database is reachable again; wrote %d failed attempts and %d completions,"
+                " gave back %d unstarted jobs",
+                executor.index,
+                *owed,
+            )
+        return True
 
     def _hold_limit(self) -> float:
         """How long an executor may keep claimed jobs it has not started."""
@@ -466,11 +606,13 @@ class Worker:
             error = exc
         _reset_handler_connection(handler_connection, force=error is not None)
         pending = [
-            (job, context) for job, context in zip(jobs, contexts, strict=True) if not context.completed_in_transaction
+            (job, context)
+            for job, context in zip(jobs, contexts, strict=True)
+            if not context.completed_in_transaction and not (running.runaway and job.id == running.job.id)
         ]
         if isinstance(error, JobTimeout):
             for job, _context in pending:
-                self._record_failure(store, job, error, started)
+                self._record_failure(store, job, error, started, executor=executor)
             return []
         if isinstance(error, LeaseLost) and error.lost:
             # As for one job: an attempt this worker no longer holds is discarded, never run again here
@@ -551,9 +693,13 @@ class Worker:
             return None
         except Exception as exc:
             error = exc
+        if running.runaway:  # its timeout was recorded when it did not stop: whatever it did since is not its own
+            _reset_handler_connection(handler_connection, force=True)
+            log.info("job %s %s returned after its timeout was recorded; nothing more is written", job.id, job.handler)
+            return None
         if error is not None:
             _reset_handler_connection(handler_connection, force=True)
-            self._record_failure(store, job, error, started)
+            self._record_failure(store, job, error, started, executor=executor)
             return None
         if _reset_handler_connection(handler_connection):
             log.error("job %s %s left a transaction open; it was rolled back", job.id, job.handler)
@@ -563,21 +709,26 @@ class Worker:
         return Finished(job.id, job.attempt_number, started, time.time())
 
     def _flush_acks(self, store: JobStore, executor: _Executor) -> None:
+        """Acknowledge the executor's completed jobs; what cannot be written now is kept for later."""
+        if executor.connection_lost:
+            return
         with self._lock:
             done, executor.acks = executor.acks, []
-        self._acknowledge(store, done)
+        if not self._acknowledge(store, done):
+            with self._lock:
+                executor.acks[:0] = done
+            executor.connection_lost = True
 
-    def _acknowledge(self, store: JobStore, done: list[Finished]) -> None:
+    def _acknowledge(self, store: JobStore, done: list[Finished]) -> bool:
+        """Write completions; False (and the connection closed) when the database could not be reached."""
         if not done:
-            return
+            return True
         try:
             acked = store.complete(self.worker_id, done)
         except DatabaseError as exc:
-            # Unacknowledged jobs stay running until their lease passes, then are rescued and re-run:
-            # at-least-once, never lost.
-            log.error("could not acknowledge %d completed jobs: %s", len(done), format_error(exc))
+            log.warning("could not acknowledge %d completed jobs yet: %s; kept", len(done), format_error(exc))
             store.connection.close()
-            return
+            return False
         for finished in done:
             if finished.id in acked:
                 log.info(
@@ -588,10 +739,26 @@ class Worker:
                 )
             else:
                 log.warning("job %s completion refused: this worker no longer holds its lease", finished.id)
+        return True
 
     def _record_failure(
-        self, store: JobStore, job: ClaimedJob, exc: BaseException, started: float, not_before: float = 0.0
+        self,
+        store: JobStore,
+        job: ClaimedJob,
+        exc: BaseException,
+        started: float,
+        not_before: float = 0.0,
+        executor: _Executor | None = None,
     ) -> None:
+        """Decide what the failed attempt leads to and write it; an executor keeps it if it cannot be written."""
+        failure = self._failure(job, exc, started, not_before)
+        if executor is not None and executor.connection_lost:
+            executor.failures.append(failure)
+            return
+        self._write_failure(store, failure, executor)
+
+    def _failure(self, job: ClaimedJob, exc: BaseException, started: float, not_before: float = 0.0) -> _Failure:
+        """The failed attempt, classified once, and what it leads to: a retry (after its delay), failed, dead."""
         error = classify(exc)
         decision = self.config.retry.decide(
             attempt_number=job.attempt_number, error=error, max_attempts=job.max_attempts
@@ -599,6 +766,12 @@ class Worker:
         delay = decision.delay if decision.delay is None else max(decision.delay, not_before)
         if log.isEnabledFor(logging.DEBUG):  # frames only: exception messages may carry secrets
             log.debug("job %s raised %s at\n%s", job.id, error.message, "".join(traceback.format_tb(exc.__traceback__)))
+        return _Failure(job, error, decision, delay, started)
+
+    def _write_failure(self, store: JobStore, failure: _Failure, executor: _Executor | None = None) -> bool | None:
+        """Write a decided failure: True when written, False when this worker no longer holds the job, None
+        when the database could not be reached (an executor keeps it, to write it once the database is back)."""
+        job, error, decision, delay = failure.job, failure.error, failure.decision, failure.delay
         try:
             written = store.fail(
                 self.worker_id,
@@ -607,14 +780,20 @@ class Worker:
                 status=decision.status.value,
                 error=error.message,
                 delay=delay,
-                started=started,
+                started=failure.started,
             )
         except DatabaseError as exc2:
-            log.error("could not record failure of job %s: %s", job.id, format_error(exc2))
             store.connection.close()
-            return
+            if executor is None:
+                log.error("could not record failure of job %s: %s", job.id, format_error(exc2))
+                return None
+            log.warning("could not record the failure of job %s yet: %s; kept", job.id, format_error(exc2))
+            executor.failures.append(failure)
+            executor.connection_lost = True
+            return None
         if not written:
             log.warning("job %s failure not recorded: this worker no longer holds its lease", job.id)
+            return False
         elif decision.will_retry:
             log.warning(
                 "job %s %s attempt %d/%d failed (%s), retrying in %.1f s: %s",
@@ -638,6 +817,7 @@ class Worker:
                 error.message,
             )
             self._dead_letter(DeadLetter(job.id, job.handler, job.payload, decision.status.value, error.message))
+        return True
 
 
 def _batch_limit(average_duration: float, batch_size: int, target: float = BATCH_TARGET_SECONDS) -> int:

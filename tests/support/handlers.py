@@ -132,3 +132,20 @@ def break_connection(payload: dict[str, Any], job: JobContext) -> None:
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+
+
+@job_handler("test.cut_connections")
+def cut_connections(payload: dict[str, Any], job: JobContext) -> None:
+    """Every other connection to the database dies under the worker (a failover, a restart, a network blip):
+    its queue connections with the rest. This handler's own connection and the test's (`spare`) live on."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND pid <> pg_backend_pid() AND pid <> ALL(%s)",
+            [payload.get("spare", [])],
+        )
+    _record(payload["path"], job=str(job.id), attempt=job.attempt_number, tag="cut", at=time.time())
+    if payload.get("fail"):
+        raise ServerFailure("the connection was cut on purpose")

@@ -63,6 +63,7 @@ class StepRun:
     context: Mapping[str, Any]  # the run's context: event, trigger data, earlier steps' results
     now: datetime
     renderer: TemplateRenderer
+    manual_retries: int = 0  # the run's retries by an operator (Execution.manual_retries)
     _contact: dict[str, Any] | None = field(default=None, repr=False)
     # The contact's whole row, read under its lock in this transaction (a batch of steps): update_contact
     # writes from it rather than lock and read it again.
@@ -78,8 +79,11 @@ class StepRun:
 
     @property
     def webhook_message_id(self) -> str:
-        """Stable across every attempt of this step of this run, so receivers can drop duplicates."""
-        return f"run_{self.execution_id.hex}_step_{self.step.index}"
+        """The Standard Webhooks id of this step's message: the same on every attempt the engine makes of
+        the step (its automatic retries), so receivers drop duplicates; a new one after an operator's retry
+        of the FAILED run, which asks for a new delivery that a receiver must not drop (DDD_NOTES)."""
+        message = f"run_{self.execution_id.hex}_step_{self.step.index}"
+        return f"{message}_retry_{self.manual_retries}" if self.manual_retries else message
 
     def template_context(self) -> Mapping[str, Any]:
         if self._template_context is None:

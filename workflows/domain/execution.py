@@ -156,6 +156,7 @@ class Execution:
     step_count: int
     current_step_index: int = 0
     retry_count: int = 0  # failed attempts of the current step so far; the next attempt is retry_count + 1
+    manual_retries: int = 0  # operators' retries after FAILED: each sends its steps' webhooks as new messages
     resume_at: datetime | None = None  # end of a wait, or when a queued retry is due
     paused_from: ExecutionStatus | None = None
     started_at: datetime | None = None
@@ -315,6 +316,7 @@ class Execution:
         """Manual retry of a failed run: start again from the step that failed, with fresh attempts."""
         self._require(ExecutionStatus.FAILED, "retry")
         self._move(ExecutionStatus.QUEUED, "retry")
+        self.manual_retries += 1
         self.retry_count = 0
         self.resume_at = None
         self.completed_at = None

@@ -10,12 +10,15 @@ as `steps.N`, so it stays small.
 Every text (keys too) is also made storable: NUL and lone UTF-16 surrogates
 become U+FFFD. A receiver may answer `{"id": "\\u0000"}` or `"\\ud800"`;
 Python parses both, but PostgreSQL's jsonb refuses them, and a row the
-database refuses would fail the transaction that records the step.
+database refuses would fail the transaction that records the step. Numbers
+jsonb cannot hold (NaN, Infinity, and 1e400, which Python reads as infinity)
+are kept spelled out as text: "nan", "inf", "-inf".
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -51,6 +54,8 @@ def _clean(value: Any, depth: int, text_limit: int) -> Any:
         return {storable_text(str(k)[:100]): _clean(v, depth + 1, text_limit) for k, v in list(value.items())[:100]}
     if isinstance(value, list | tuple):
         return [_clean(v, depth + 1, text_limit) for v in list(value)[:100]]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
     if value is None or isinstance(value, int | float | bool):
         return value
     return truncate(redact_urls(storable_text(str(value))), text_limit)

@@ -158,6 +158,8 @@ class WorkflowExecution(models.Model):
     current_step_index = models.PositiveIntegerField(default=0)
     step_count = models.PositiveIntegerField()
     retry_count = models.PositiveIntegerField(default=0)
+    # Times an operator retried the run after it FAILED: each is a new message to webhook receivers (a new id).
+    manual_retries = models.PositiveIntegerField(default=0)
     context = models.JSONField(default=dict, blank=True)  # {"event", "trigger": {...}, "steps": [results]}
     resume_at = models.DateTimeField(null=True, blank=True)
     paused_from = models.CharField(max_length=16, blank=True, default="")

@@ -102,6 +102,7 @@ class RunRow:
     current_step_index: int
     step_count: int
     retry_count: int
+    manual_retries: int
     context: dict[str, Any]
     resume_at: datetime | None
     paused_from: str
@@ -130,6 +131,7 @@ class RunRow:
             step_count=self.step_count,
             current_step_index=self.current_step_index,
             retry_count=self.retry_count,
+            manual_retries=self.manual_retries,
             resume_at=self.resume_at,
             paused_from=ExecutionStatus(self.paused_from) if self.paused_from else None,
             started_at=self.started_at,
@@ -145,6 +147,7 @@ class RunRow:
             "status": run.status.value,
             "current_step_index": run.current_step_index,
             "retry_count": run.retry_count,
+            "manual_retries": run.manual_retries,
             "resume_at": run.resume_at,
             "paused_from": run.paused_from.value if run.paused_from else "",
             "started_at": run.started_at,

@@ -49,6 +49,33 @@ def test_a_crash_is_a_500_problem_that_reveals_nothing(owner_api, path, caplog):
     assert any("hunter2" in r.getMessage() or r.exc_info for r in caplog.records)  # logged for operators
 
 
+@pytest.fixture
+def console_log():
+    """What the configured console handler (settings.LOGGING) writes, as operators would read it."""
+    import logging
+
+    (handler,) = [h for h in logging.getLogger().handlers if getattr(h, "name", "") == "console"]
+    written = io.StringIO()
+    previous = handler.setStream(written)
+    yield written
+    handler.setStream(previous)
+
+
+@pytest.mark.postgres
+@pytest.mark.urls("tests.integration.api.urls_with_failure")
+@pytest.mark.parametrize("path", ["/api/v1/test-database-failure", "/test-database-failure"])
+def test_a_database_error_behind_a_500_is_logged_without_the_row_data_it_quotes(owner_api, path, console_log):
+    owner_api.raise_request_exception = False
+    response = owner_api.get(path)
+    assert response.status_code == 500
+    logged = console_log.getvalue()
+    assert "Internal Server Error" in logged
+    assert "invalid input syntax for type json" in logged  # the error's first line, for operators
+    assert "Traceback" in logged
+    for quoted in ("4111-1111-SECRET", "DETAIL", "CONTEXT", "Token"):
+        assert quoted not in logged
+
+
 def test_method_not_allowed_is_a_405_problem(owner_api):
     response = owner_api.put(CONTACTS, {}, format="json")
     assert_problem(response, 405)
@@ -77,7 +104,6 @@ def test_an_unacceptable_accept_header_is_a_406_problem(owner_api):
     ("raw", "why"),
     [
         ('{"email": ', "parse"),
-        ('{"first_name": NaN}', "NaN"),
         ('{"first_name": "nul\\u0000here"}', "NUL"),
         ('{"first_name": "\\ud800"}', "surrogate"),
         ('{"custom_fields": ' + "[" * 5000 + "]" * 5000 + "}", "deep"),
@@ -87,6 +113,21 @@ def test_malformed_json_is_a_400_problem(owner_api, raw, why):
     response = owner_api.post(CONTACTS, raw, content_type="application/json")
     assert_problem(response, 400, type_="urn:relay:problem:malformed-body")
     assert not Contact.objects.exists()
+
+
+@pytest.mark.parametrize("method", ["POST", "PATCH", "PUT"])
+@pytest.mark.parametrize("number", ["1e400", "-1e400", "NaN", "Infinity"])
+def test_a_number_that_is_not_finite_is_a_400_naming_its_field(owner_api, account, method, number):
+    """1e400 is read as infinity, which jsonb cannot hold: it used to reach PostgreSQL and answer 500."""
+    contact = ContactFactory(account=account, custom_fields={"n": 1})
+    body = '{"email": "a@example.com", "phone": "", "first_name": "A", "last_name": "B", '
+    body += f'"custom_fields": {{"ok": 2, "n": {number}}}}}'
+    path = CONTACTS if method == "POST" else f"{CONTACTS}/{contact.pk}"
+    response = owner_api.generic(method, path, body, content_type="application/json")
+    problem = assert_problem(response, 400, type_=VALIDATION)
+    assert error_fields(problem) == ["custom_fields.n"]
+    assert "must be a finite number" in problem["detail"]
+    assert list(Contact.objects.values_list("pk", "custom_fields")) == [(contact.pk, {"n": 1})]
 
 
 def test_validation_errors_name_each_field(owner_api):
@@ -120,7 +161,7 @@ def test_a_body_over_the_limit_is_413_before_it_is_read(owner_api, settings):
 
 
 def test_a_body_at_the_limit_is_accepted(owner_api, settings):
-    raw = json.dumps({"first_name": "A", "custom_fields": {"notes": ""}})
+    raw = json.dumps({"email": "a@example.com", "custom_fields": {"notes": ""}})
     raw = raw.replace('""', '"' + "x" * (200 - len(raw)) + '"')
     assert len(raw) == 200
     settings.API_MAX_BODY_BYTES = 200

@@ -55,6 +55,19 @@ def test_an_answer_with_nul_and_lone_surrogates_is_kept_cleaned(account, contact
     assert Job.objects.filter(status="completed").count() == 1
 
 
+def test_an_answer_with_numbers_that_are_not_finite_is_kept_as_text(account, contact, webhook_server):
+    """jsonb refuses NaN and Infinity, and Python reads 1e400 as infinity: such a number is kept spelled out."""
+    webhook_server.answers = [(200, {}, '{"big": 1e400, "low": -1e400, "nan": NaN, "ok": 1.5}')]
+    workflow = make_workflow(account, [{"action_type": "webhook", "config": {"url": webhook_server.url}}])
+    run = start(workflow, contact)
+    run_due_jobs()
+    run.refresh_from_db()
+    assert run.status == "completed"
+    expected = {"big": "inf", "low": "-inf", "nan": "nan", "ok": 1.5}
+    assert ExecutionLog.objects.get(execution=run).response_data["json"] == expected
+    assert run.context["steps"][0]["json"] == expected
+
+
 def test_a_failing_answer_with_nul_fails_the_run_cleanly(account, contact, webhook_server):
     webhook_server.answers = [(400, {}, "bad\x00input \\u0000")]
     workflow = make_workflow(account, [{"action_type": "webhook", "config": {"url": webhook_server.url}}])

@@ -10,6 +10,7 @@ from api.filters import Boolean, Choice, FilterSet, Integer, Text, Timestamp
 from api.parsers import StrictJSONParser
 from api.problems import InvalidInput, error_paths, problem_document, summarize
 from jobs.domain.states import JobStatus
+from kernel.storable_json import NOT_FINITE
 
 
 def test_nested_errors_become_paths():
@@ -130,7 +131,6 @@ def test_strict_json_accepts_ordinary_documents():
         b'{"a": "x\\u0000y"}',
         b'{"a\\u0000": 1}',
         b'{"a": "\\ud800"}',
-        b'{"a": NaN}',
         b"[" * 40 + b"]" * 40,
         b"[" * 100000 + b"]" * 100000,
         b'{"a": ',
@@ -139,3 +139,29 @@ def test_strict_json_accepts_ordinary_documents():
 def test_strict_json_refuses_what_cannot_be_stored(raw):
     with pytest.raises(ParseError):
         strict(raw)
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        (b'{"custom_fields": {"n": 1e400}}', "custom_fields.n"),  # beyond the float range: read as infinity
+        (b'{"a": NaN}', "a"),
+        (b'{"a": [1, -Infinity]}', "a[1]"),
+        (b'{"a": {"b": [{"c": Infinity}]}}', "a.b[0].c"),
+        (b"-1e400", ""),
+    ],
+)
+def test_strict_json_refuses_numbers_that_are_not_finite_naming_the_field(raw, field):
+    with pytest.raises(InvalidInput) as refused:
+        strict(raw)
+    assert refused.value.status_code == 400
+    assert refused.value.errors == [{"field": field, "message": NOT_FINITE}]
+
+
+def test_strict_json_keeps_large_finite_numbers():
+    assert strict(b'{"n": 1.7e308, "m": -1e-400}') == {"n": 1.7e308, "m": -0.0}
+
+
+def test_strict_json_names_where_an_unstorable_text_is():
+    with pytest.raises(ParseError, match=r"custom_fields\.note contains a NUL character"):
+        strict(b'{"custom_fields": {"note": "a\\u0000b"}}')

@@ -2,7 +2,16 @@
 
 import pytest
 
-from contacts.domain.model import ConsentState, ContactError, normalize_tag, with_tag, without_tag
+from contacts.domain.model import (
+    MAX_TAGS,
+    ConsentState,
+    ContactError,
+    check_reachable,
+    normalize_tag,
+    normalize_tags,
+    with_tag,
+    without_tag,
+)
 
 
 @pytest.mark.parametrize(("raw", "tag"), [("Trial", "trial"), ("  VIP  ", "vip"), ("new lead", "new lead")])
@@ -23,6 +32,48 @@ def test_adding_and_removing_tags_reports_whether_anything_changed():
     assert with_tag(tags, "b ") == (["a", "b"], False)
     assert without_tag(tags, "A") == (["b"], True)
     assert without_tag(["b"], "zzz") == (["b"], False)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["vip\u200b", "\u200bvip", "v\u200ci\u200dp", "\ufeffvip", "vi\u00adp", "\u202evip", "v\u2060ip"],
+)
+def test_tags_drop_zero_width_and_other_invisible_format_characters(raw):
+    assert normalize_tag(raw) == "vip"
+
+
+def test_a_tag_of_nothing_but_zero_width_characters_is_blank():
+    with pytest.raises(ContactError, match="blank"):
+        normalize_tag(" \u200b\u200d ")
+
+
+def test_a_contact_holds_at_most_max_tags():
+    full = [f"t{i}" for i in range(MAX_TAGS)]
+    assert with_tag(full, "t0") == (full, False)  # a tag it has is no new tag
+    with pytest.raises(ContactError, match=f"at most {MAX_TAGS} tags") as raised:
+        with_tag(full, "one-more")
+    assert raised.value.field == "tags"
+    assert without_tag(full, "t1")[1] is True
+
+
+def test_a_whole_tag_list_is_normalized_deduplicated_and_bounded():
+    assert normalize_tags(["VIP", "vip\u200b", " trial "]) == ["vip", "trial"]
+    assert len(normalize_tags([f"t{i}" for i in range(MAX_TAGS)] + ["T1"])) == MAX_TAGS
+    with pytest.raises(ContactError, match=f"at most {MAX_TAGS}"):
+        normalize_tags([f"t{i}" for i in range(MAX_TAGS + 1)])
+    with pytest.raises(ContactError, match="list"):
+        normalize_tags("vip")
+
+
+@pytest.mark.parametrize(("email", "phone"), [("a@example.com", ""), ("", "+15550100000"), ("a@b.co", "+1555")])
+def test_a_contact_with_an_email_or_a_phone_is_reachable(email, phone):
+    check_reachable(email, phone)
+
+
+def test_a_contact_with_neither_an_email_nor_a_phone_is_refused():
+    with pytest.raises(ContactError, match="needs an email address or a phone number") as raised:
+        check_reachable("", "")
+    assert raised.value.field == "email"
 
 
 def test_consent_is_per_channel_and_voice_follows_sms():

@@ -408,6 +408,7 @@ def _new_row(
         current_step_index=run.current_step_index,
         step_count=run.step_count,
         retry_count=run.retry_count,
+        manual_retries=0,
         context=run.context,
         resume_at=None,
         paused_from="",

@@ -184,6 +184,7 @@ def step_run(row: RunRow, contact: dict[str, Any], version: LoadedVersion, step:
         context=row.context,
         now=now,
         renderer=renderer,
+        manual_retries=row.manual_retries,
         _contact=contact,
     )
 
