@@ -16,10 +16,10 @@ from accounts.models import Account
 from integrations.application.secrets import webhook_signing_secrets_cached
 from integrations.application.unsubscribe import unsubscribe_url
 from integrations.domain.channels import EmailChannel, SmsChannel, VoiceChannel, WebhookClient
+from integrations.domain.ssrf import AllowList, TargetRefused, vet_target
 from integrations.infrastructure.console import ConsoleSmsChannel, ConsoleVoiceChannel
 from integrations.infrastructure.email import DjangoMailEmailChannel
 from integrations.infrastructure.twilio import TwilioSmsChannel, TwilioVoiceChannel
-from integrations.domain.ssrf import AllowList, TargetRefused, vet_target
 from integrations.infrastructure.webhooks import RequestsWebhookClient, system_resolve
 
 PROVIDERS = ("console", "twilio")

@@ -26,6 +26,7 @@ TargetCheck = Callable[[str], str | None]
 def _no_variables(_text: str) -> list[tuple[str, ...]]:
     return []
 
+
 TEMPLATE_MARKERS = ("{{", "{%")
 
 
