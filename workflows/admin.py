@@ -10,30 +10,39 @@ Published versions and log rows show webhook credentials redacted, as the API do
 from __future__ import annotations
 
 import json
-import re
+from datetime import timedelta
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
-from django.forms.models import BaseInlineFormSet
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html
 
-from accounts.admin_scoping import AccountScopedAdmin, check_account
+from accounts.admin_scoping import AccountScopedAdmin, allowed_account_ids, check_account
+from accounts.infrastructure.models import Account
 from contacts.infrastructure.models import Contact
+from jobs.domain.errors import JobError
+from workflows.admin_forms import actions as _step_forms  # noqa: F401 - registers today's step forms
+from workflows.admin_forms.context import BuilderContext, builder_context
+from workflows.admin_forms.steps import ACCOUNT_TAGS_LIST, StepForm, StepFormSet, step_palette
+from workflows.admin_forms.summary import step_lines
+from workflows.admin_forms.workflow import WorkflowForm
 from workflows.api.redaction import shown_json, shown_step, shown_steps
-from workflows.application.definitions import validation_context
 from workflows.application.errors import NotFound
 from workflows.application.executions import ExecutionService
-from workflows.application.selectors import has_unpublished_changes
-from workflows.application.workflows import WorkflowService, check_workflow
+from workflows.application.previews import PreviewRefused, step_preview, step_send_test
+from workflows.application.selectors import has_unpublished_changes, workflow_versions
+from workflows.application.stats import workflow_run_counts, workflow_step_counts
+from workflows.application.workflows import WorkflowService
 from workflows.domain.errors import IllegalExecutionTransition, WorkflowDomainError, WorkflowValidationError
-from workflows.domain.workflow import WorkflowStatus, parse_steps
+from workflows.domain.version_diff import diff_versions
+from workflows.domain.workflow import WorkflowStatus
 from workflows.infrastructure.models import (
     ExecutionLog,
     TriggerSource,
@@ -43,119 +52,17 @@ from workflows.infrastructure.models import (
     WorkflowVersion,
 )
 
-_STEP_PATH = re.compile(r"steps\[(\d+)\](?:\.(\w+))?(?:\.(.*))?")
-# Where a workflow-level error path is shown in the workflow form.
-_WORKFLOW_FIELDS = {
-    "name": "name",
-    "description": "description",
-    "trigger.type": "trigger_type",
-    "trigger.event": "trigger_event",
-    "trigger.tag": "trigger_tag",
-    "trigger.filter": "trigger_filter",
-    "reenrollment": "reenrollment",
-}
-
-
-# --- workflows ---------------------------------------------------------------------------------
-class WorkflowForm(forms.ModelForm):
-    class Meta:
-        model = Workflow
-        fields = [
-            "account",
-            "name",
-            "description",
-            "trigger_type",
-            "trigger_event",
-            "trigger_tag",
-            "trigger_filter",
-            "reenrollment",
-        ]
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean()
-        try:
-            check_workflow(
-                name=data.get("name", self.instance.name),
-                description=data.get("description", ""),
-                trigger={
-                    "type": data.get("trigger_type") or "manual",
-                    "event": data.get("trigger_event") or "",
-                    "tag": data.get("trigger_tag") or "",
-                    "filter": data.get("trigger_filter") or [],
-                },
-                reenrollment=data.get("reenrollment") or "never",
-                steps=[],  # the steps' own formset checks them
-            )
-        except WorkflowValidationError as exc:
-            for error in exc.errors:
-                field = _workflow_field(error.path)
-                message = error.reason if field and error.path == _field_path(field) else str(error)
-                self.add_error(field if field in self.fields else None, message)
-        return data
-
-
-def _workflow_field(path: str) -> str | None:
-    for prefix, field in _WORKFLOW_FIELDS.items():
-        if path == prefix or path.startswith(prefix + ".") or path.startswith(prefix + "["):
-            return field
-    return None
-
-
-def _field_path(field: str) -> str:
-    return next(p for p, f in _WORKFLOW_FIELDS.items() if f == field)
-
-
-class StepFormSet(BaseInlineFormSet):
-    """Checks the steps together, as they will run, and puts each error on the step and field it names."""
-
-    def ordered_forms(self) -> list[forms.ModelForm]:
-        kept = [
-            form
-            for form in self.forms
-            if getattr(form, "cleaned_data", None)
-            and not form.cleaned_data.get("DELETE")
-            and form.cleaned_data.get("action_type")
-        ]
-        return sorted(kept, key=lambda f: (f.cleaned_data.get("position") is None, f.cleaned_data.get("position") or 0))
-
-    def steps(self) -> list[dict[str, Any]]:
-        return [
-            {
-                "name": form.cleaned_data.get("name") or "",
-                "action_type": form.cleaned_data["action_type"],
-                "config": form.cleaned_data.get("config") or {},
-            }
-            for form in self.ordered_forms()
-        ]
-
-    def clean(self) -> None:
-        super().clean()
-        if any(form.errors for form in self.forms):
-            return
-        ordered = self.ordered_forms()
-        try:
-            parse_steps(self.steps(), validation_context())
-        except WorkflowValidationError as exc:
-            for error in exc.errors:
-                match = _STEP_PATH.fullmatch(error.path)
-                if not match:
-                    raise ValidationError(str(error)) from None
-                form = ordered[int(match.group(1))]
-                part, rest = match.group(2), match.group(3)
-                if part == "config":
-                    form.add_error("config", f"{rest}: {error.reason}" if rest else error.reason)
-                elif part in ("name", "action_type"):
-                    form.add_error(part, error.reason)
-                else:
-                    form.add_error(None, error.reason if part is None else str(error))
-
 
 class WorkflowStepInline(admin.StackedInline):
+    """The steps, each edited through the form of its action (admin_forms.steps), in one card per step."""
+
     model = WorkflowStep
+    form = StepForm
     formset = StepFormSet
-    extra = 1
-    fields = ("position", "name", "action_type", "config")
+    extra = 0
+    fields = ("position", "name", "action_type", "config_mode", "config_json")
     ordering = ("position", "id")
+    template = "admin/workflows/workflow/steps_inline.html"
     # Who may only look (view permission, or an archived workflow) sees webhook credentials redacted.
     shown_fields = ("position", "name", "action_type", "config_shown")
 
@@ -215,6 +122,13 @@ class WorkflowVersionInline(admin.TabularInline):
         return False
 
 
+def _recent_contacts(account_id: int | None) -> list[dict[str, Any]]:
+    """The contacts a preview offers first (any other is found by email or id)."""
+    if account_id is None:
+        return []
+    return list(Contact.objects.filter(account_id=account_id).order_by("-id").values("pk", "email", "phone")[:50])
+
+
 class StartRunForm(forms.Form):
     contact = forms.CharField(help_text="The contact's id or email address (in this workflow's account).")
     trigger_data = forms.JSONField(
@@ -250,9 +164,20 @@ class WorkflowAdmin(AccountScopedAdmin):
     search_fields = ("name", "description", "trigger_event")
     readonly_fields = ("status", "current_version", "created_at", "updated_at")
     fieldsets = (
-        (None, {"fields": ("account", "name", "description", "status", "current_version")}),
-        ("Trigger", {"fields": ("trigger_type", "trigger_event", "trigger_tag", "trigger_filter", "reenrollment")}),
-        ("History", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
+        (None, {"fields": ("account", "name", "description")}),
+        (
+            "Who enters",
+            {
+                "fields": (
+                    "trigger_type",
+                    "trigger_event",
+                    "trigger_custom_event",
+                    "trigger_tag",
+                    "trigger_filter",
+                    "reenrollment",
+                )
+            },
+        ),
     )
     actions = ["publish", "pause", "activate", "archive", "restore", "start_run"]
     list_select_related = ("account", "current_version")
@@ -277,16 +202,99 @@ class WorkflowAdmin(AccountScopedAdmin):
             return False  # archived workflows are read-only; restore one to edit it
         return super().has_change_permission(request, obj)
 
+    def get_fieldsets(self, request: HttpRequest, obj: Workflow | None = None) -> Any:
+        if obj is not None and not self.has_change_permission(request, obj):
+            return (
+                (None, {"fields": ("account", "name", "description", "status", "current_version")}),
+                ("Who enters", {"fields": ("trigger_type", "trigger_event", "trigger_tag", "reenrollment")}),
+            )
+        return super().get_fieldsets(request, obj)
+
+    # --- the builder's context: the account's tags, custom fields, time zone and events ----------
+    def builder_for(self, request: HttpRequest, obj: Workflow | None) -> BuilderContext:
+        cached = getattr(request, "_relay_builder", None)
+        if cached is not None:
+            return cached
+        account = obj.account if obj is not None and obj.pk else self._account_being_added(request)
+        builder = builder_context(account)
+        request._relay_builder = builder  # type: ignore[attr-defined]
+        return builder
+
+    def _account_being_added(self, request: HttpRequest) -> Account | None:
+        """The account a new workflow is for: the one posted, else the user's only account."""
+        accounts = self.get_queryset(request).model.account.field.related_model.objects.all()
+        ids = allowed_account_ids(request)
+        if ids is not None:
+            accounts = accounts.filter(pk__in=ids)
+        posted = request.POST.get("account") or request.GET.get("account")
+        if posted and str(posted).isdigit():
+            return accounts.filter(pk=int(posted)).first()
+        return accounts.first() if accounts.count() == 1 else None
+
+    def get_form(self, request: HttpRequest, obj: Workflow | None = None, change: bool = False, **kwargs: Any) -> Any:
+        form_class = super().get_form(request, obj, change, **kwargs)
+        builder = self.builder_for(request, obj)
+
+        class WorkflowFormForAccount(form_class):  # type: ignore[misc, valid-type]
+            def __init__(self, *args: Any, **inner: Any) -> None:
+                super().__init__(*args, builder=builder, **inner)
+
+        return WorkflowFormForAccount
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        initial = super().get_changeform_initial_data(request)
+        account = self._account_being_added(request)
+        if account is not None:
+            initial.setdefault("account", account.pk)
+        return initial
+
+    def get_formset_kwargs(self, request: HttpRequest, obj: Any, inline: Any, prefix: str) -> dict[str, Any]:
+        kwargs = super().get_formset_kwargs(request, obj, inline, prefix)
+        if isinstance(inline, WorkflowStepInline):
+            kwargs["form_kwargs"] = {"builder": self.builder_for(request, obj)}
+        return kwargs
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Workflow | None = None,
+    ) -> HttpResponse:
+        builder = self.builder_for(request, obj)
+        context.update(
+            builder=builder,
+            builder_json={
+                "variables": builder.variables(),
+                "tags": list(builder.tags),
+                "previewUrl": reverse("admin:workflows_workflow_preview"),
+                "sendTestUrl": reverse("admin:workflows_workflow_send_test"),
+                "accountId": builder.account_id,
+                "workflowId": obj.pk if obj is not None else None,
+            },
+            step_palette=step_palette(),
+            account_tags_list=ACCOUNT_TAGS_LIST,
+            live_version=obj.current_version if obj is not None else None,
+            draft_differs=obj is not None and obj.pk and has_unpublished_changes(obj),
+            preview_contacts=_recent_contacts(builder.account_id),
+            readonly_steps=[
+                {
+                    "name": step.name,
+                    "kind": step.get_action_type_display(),
+                    "lines": step_lines(step.action_type, shown_step(step.as_dict())["config"]),
+                }
+                for step in (obj.steps.order_by("position", "id") if obj is not None and obj.pk else [])
+            ],
+        )
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
     # --- saving through the service --------------------------------------------------------
     def save_model(self, request: HttpRequest, obj: Workflow, form: WorkflowForm, change: bool) -> None:
         check_account(request, obj)  # the form offers only the user's accounts; this is the last word
         data = form.cleaned_data
-        trigger = {
-            "type": data["trigger_type"],
-            "event": data.get("trigger_event") or "",
-            "tag": data.get("trigger_tag") or "",
-            "filter": data.get("trigger_filter") or [],
-        }
+        trigger = form.trigger()
         service = WorkflowService()
         if change:
             saved = service.update(
@@ -338,7 +346,9 @@ class WorkflowAdmin(AccountScopedAdmin):
         except WorkflowDomainError as exc:
             self.message_user(request, f"Not published: {exc}", messages.ERROR)
         else:
-            self.message_user(request, f"Published “{workflow}” as version {version.number}.", messages.SUCCESS)
+            self.message_user(
+                request, f"Published “{workflow}” as version {version.number}: new runs use it.", messages.SUCCESS
+            )
 
     # --- actions -------------------------------------------------------------------------------
     @admin.action(description="Publish selected workflows (freeze the draft as a new version)", permissions=["change"])
@@ -391,8 +401,148 @@ class WorkflowAdmin(AccountScopedAdmin):
                 self.admin_site.admin_view(self.start_run_view),
                 name="workflows_workflow_start",
             ),
+            path(
+                "<int:workflow_id>/versions/",
+                self.admin_site.admin_view(self.versions_view),
+                name="workflows_workflow_versions",
+            ),
+            path(
+                "<int:workflow_id>/stats/",
+                self.admin_site.admin_view(self.stats_view),
+                name="workflows_workflow_stats",
+            ),
+            path("preview/", self.admin_site.admin_view(self.preview_view), name="workflows_workflow_preview"),
+            path("send-test/", self.admin_site.admin_view(self.send_test_view), name="workflows_workflow_send_test"),
             *super().get_urls(),
         ]
+
+    # --- version history and statistics -------------------------------------------------------------
+    def _viewable(self, request: HttpRequest, workflow_id: int) -> Workflow:
+        workflow = get_object_or_404(self.get_queryset(request), pk=workflow_id)  # another account's: 404
+        if not self.has_view_permission(request, workflow):
+            raise PermissionDenied
+        return workflow
+
+    def versions_view(self, request: HttpRequest, workflow_id: int) -> HttpResponse:
+        """Every published version, and what changed between any two of them (or the draft)."""
+        workflow = self._viewable(request, workflow_id)
+        versions = list(workflow_versions(workflow_id=workflow.pk))
+        shapes: dict[str, dict[str, Any]] = {
+            str(v.number): {"trigger": v.trigger_dict(), "reenrollment": v.reenrollment, "steps": shown_steps(v.steps)}
+            for v in versions
+        }
+        draft = [s.as_dict() for s in workflow.steps.order_by("position", "id")]
+        shapes["draft"] = {
+            "trigger": workflow.trigger_dict(),
+            "reenrollment": workflow.reenrollment,
+            "steps": shown_steps(draft),
+        }
+        live = str(workflow.current_version.number) if workflow.current_version else None
+        newest = str(versions[0].number) if versions else "draft"
+        default_a = str(versions[1].number) if len(versions) > 1 else (live or "draft")
+        default_b = "draft" if has_unpublished_changes(workflow) and versions else newest
+        a, b = request.GET.get("a", default_a), request.GET.get("b", default_b)
+        if a not in shapes or b not in shapes:
+            a, b = default_a, default_b
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Version history of “{workflow}”",
+            "workflow": workflow,
+            "opts": self.model._meta,
+            "versions": versions,
+            "live": live,
+            "choices": [*shapes.keys()],
+            "a": a,
+            "b": b,
+            "changes": diff_versions(shapes[a], shapes[b]),
+        }
+        return TemplateResponse(request, "admin/workflows/workflow/versions.html", context)
+
+    def stats_view(self, request: HttpRequest, workflow_id: int) -> HttpResponse:
+        workflow = self._viewable(request, workflow_id)
+        now = timezone.now()
+        windows = [("Last 24 hours", now - timedelta(hours=24)), ("Last 30 days", now - timedelta(days=30))]
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Statistics of “{workflow}”",
+            "workflow": workflow,
+            "opts": self.model._meta,
+            "windows": [
+                {
+                    "label": label,
+                    "runs": workflow_run_counts(workflow_id=workflow.pk, since=since),
+                    "steps": workflow_step_counts(workflow_id=workflow.pk, since=since),
+                }
+                for label, since in windows
+            ],
+        }
+        return TemplateResponse(request, "admin/workflows/workflow/stats.html", context)
+
+    # --- preview and test send (POST: the step card's own fields) ----------------------------------
+    def _posted_step(self, request: HttpRequest) -> tuple[Account, StepForm, dict[str, Any] | None, int | None]:
+        """The account, the step form as posted, its config (None when the form refused it) and the contact."""
+        if request.method != "POST":
+            raise Http404("POST the step's fields.")
+        account_ids = allowed_account_ids(request)
+        raw_account = request.POST.get("account", "")
+        if not raw_account.isdigit() or (account_ids is not None and int(raw_account) not in account_ids):
+            raise Http404("No such account.")
+        account = get_object_or_404(Account, pk=int(raw_account))
+        prefix = request.POST.get("step_prefix", "")
+        if not prefix.startswith("steps-"):
+            raise Http404("No step.")
+        form = StepForm(request.POST, prefix=prefix, builder=builder_context(account))
+        config = form.cleaned_data.get("config") if form.is_valid() else None
+        raw_contact = request.POST.get("contact", "").strip()
+        contacts = Contact.objects.filter(account_id=account.pk)
+        if raw_contact.isdigit():
+            contact = contacts.filter(pk=int(raw_contact)).first()
+        elif raw_contact:
+            contact = contacts.filter(email__iexact=raw_contact).first()
+        else:
+            contact = contacts.order_by("-id").first()
+        return account, form, config, contact.pk if contact else None
+
+    def preview_view(self, request: HttpRequest) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        account, form, config, contact_id = self._posted_step(request)
+        preview = None
+        if config is None:
+            chosen = form.chosen_form
+            problems = [str(e) for errors in chosen.errors.values() for e in errors] if chosen else []
+            problems = problems or ["Fix the step's settings first."]
+        else:
+            preview = step_preview(
+                account_id=account.pk,
+                action_type=form.cleaned_data["action_type"],
+                config=config,
+                contact_id=contact_id,
+            )
+            problems = preview.problems
+        context = {"preview": preview, "problems": problems}
+        return TemplateResponse(request, "admin/workflows/workflow/preview.html", context)
+
+    def send_test_view(self, request: HttpRequest) -> JsonResponse:
+        if not self.has_change_permission(request):
+            raise PermissionDenied
+        account, form, config, contact_id = self._posted_step(request)
+        if config is None:
+            return JsonResponse({"ok": False, "message": "Fix the step's settings first."}, status=400)
+        try:
+            result = step_send_test(
+                account_id=account.pk,
+                action_type=form.cleaned_data["action_type"],
+                config=config,
+                to=request.POST.get("to", ""),
+                contact_id=contact_id,
+            )
+        except PreviewRefused as exc:
+            return JsonResponse({"ok": False, "message": str(exc)}, status=400)
+        except JobError as exc:
+            return JsonResponse({"ok": False, "message": f"Not sent: {exc}"}, status=502)
+        where = request.POST.get("to", "").strip()
+        return JsonResponse({"ok": True, "message": f"Test sent to {where} ({result.provider})."})
 
     def start_run_view(self, request: HttpRequest, workflow_id: int) -> HttpResponse:
         # Another account's workflow is a 404, like a missing one; its contacts are then out of reach too.
