@@ -11,6 +11,7 @@ class RelayAdminSite(admin.AdminSite):
     site_header = "Relay"
     site_title = "Relay"
     index_title = "Workflows, contacts and runs"
+    site_url = None  # Relay has no public site: no "View site" link
 
     def get_urls(self):
         from workflows.admin_dashboard import dashboard_view

@@ -26,18 +26,21 @@ from django.utils.html import format_html
 
 from accounts.admin_scoping import AccountScopedAdmin, allowed_account_ids, check_account
 from accounts.infrastructure.models import Account
+from contacts.admin import contact_page_inlines
 from contacts.infrastructure.models import Contact
+from jobs.admin import job_links
+from jobs.application.operations import jobs_carrying
 from jobs.domain.errors import JobError
 from workflows.admin_forms import actions as _step_forms  # noqa: F401 - registers today's step forms
 from workflows.admin_forms.context import BuilderContext, builder_context
-from workflows.admin_forms.steps import ACCOUNT_TAGS_LIST, StepForm, StepFormSet, step_palette
+from workflows.admin_forms.steps import ACCOUNT_TAGS_LIST, STEP_FORMS, StepForm, StepFormSet, step_palette
 from workflows.admin_forms.summary import step_lines
 from workflows.admin_forms.workflow import WorkflowForm
 from workflows.api.redaction import shown_json, shown_step, shown_steps
 from workflows.application.errors import NotFound
-from workflows.application.executions import ExecutionService
+from workflows.application.executions import RESUME_HANDLER, STEP_HANDLER, ExecutionService
 from workflows.application.previews import PreviewRefused, step_preview, step_send_test
-from workflows.application.selectors import has_unpublished_changes, workflow_versions
+from workflows.application.selectors import has_unpublished_changes, run_timeline, workflow_versions
 from workflows.application.stats import workflow_run_counts, workflow_step_counts
 from workflows.application.workflows import WorkflowService
 from workflows.domain.errors import IllegalExecutionTransition, WorkflowDomainError, WorkflowValidationError
@@ -614,9 +617,73 @@ class ExecutionLogInline(admin.TabularInline):
         return False
 
 
+class VersionFilter(admin.SimpleListFilter):
+    title = "version"
+    parameter_name = "version_number"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        numbers = (
+            WorkflowVersion.objects.filter(executions__in=model_admin.get_queryset(request))
+            .order_by("number")
+            .values_list("number", flat=True)
+            .distinct()[:50]
+        )
+        return [(str(n), f"v{n}") for n in numbers]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        value = self.value()
+        return queryset.filter(version__number=int(value)) if value and value.isdigit() else queryset
+
+
+class ContactRunsInline(admin.TabularInline):
+    """A contact's runs, on the contact's page (contacts.admin.contact_page_inlines)."""
+
+    model = WorkflowExecution
+    fk_name = "contact"
+    extra = 0
+    can_delete = False
+    fields = ("run", "workflow", "version_number", "status", "created_at", "completed_at")
+    readonly_fields = fields
+    ordering = ("-created_at",)
+    verbose_name = "run"
+    verbose_name_plural = "runs of this contact"
+
+    @admin.display(description="run")
+    def run(self, execution: WorkflowExecution) -> str:
+        url = reverse("admin:workflows_workflowexecution_change", args=[execution.pk])
+        return format_html('<a href="{}">{}</a>', url, f"{execution.created_at:%d %b %H:%M:%S}")
+
+    @admin.display(description="version")
+    def version_number(self, execution: WorkflowExecution) -> str:
+        return f"v{execution.version.number}"
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm("workflows.view_workflowexecution")
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+contact_page_inlines.append(ContactRunsInline)
+
+
+def _run_links(job: Any) -> list[tuple[str, str]]:
+    """A workflow step's job links to the run it carries (jobs.admin.job_links)."""
+    run_id = (job.payload or {}).get("execution_id") if isinstance(job.payload, dict) else None
+    if job.handler not in (STEP_HANDLER, RESUME_HANDLER) or not run_id:
+        return []
+    return [(f"Run {run_id}", reverse("admin:workflows_workflowexecution_change", args=[run_id]))]
+
+
+job_links.append(_run_links)
+
+
 @admin.register(WorkflowExecution)
 class WorkflowExecutionAdmin(AccountScopedAdmin):
-    inlines = [ExecutionLogInline]
+    inlines = []  # the change page's timeline shows every attempt (ExecutionLogInline stays for reuse)
     list_display = (
         "id",
         "workflow",
@@ -631,17 +698,20 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
     )
     list_filter = (
         "status",
-        "trigger_source",
         ("workflow", admin.RelatedOnlyFieldListFilter),
+        VersionFilter,
+        "trigger_source",
+        ("created_at", admin.DateFieldListFilter),
         ("account", admin.RelatedOnlyFieldListFilter),
     )
-    search_fields = ("=id", "=idempotency_key", "contact__email", "workflow__name")
+    search_fields = ("=id", "=idempotency_key", "contact__email", "contact__phone", "workflow__name")
+    search_help_text = "Search by the contact's email or phone, the workflow's name, or a run id."
     list_select_related = ("workflow", "version", "contact")
     date_hierarchy = "created_at"
     show_full_result_count = False
     actions = ["pause_runs", "resume_runs", "cancel_runs", "retry_runs"]
     change_form_template = "admin/workflows/workflowexecution/change_form.html"
-    fields = (
+    _detail_fields = (
         "id",
         "account",
         "workflow",
@@ -668,11 +738,41 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
         "context",
         "next_job_id",
     )
-    readonly_fields = fields
+    readonly_fields = _detail_fields
+    fieldsets = (("Details", {"fields": _detail_fields, "classes": ("collapse",)}),)
 
     @admin.display(description="version")
     def version_number(self, execution: WorkflowExecution) -> str:
         return f"v{execution.version.number}"
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None):
+        execution = self.get_object(request, object_id)
+        extra = dict(extra_context or {})
+        if execution is not None:
+            jobs = jobs_carrying(payload_key="execution_id", value=str(execution.pk))
+            pending = next((j for j in jobs if j.status in ("pending", "retrying")), None)
+            timeline = run_timeline(execution=execution)
+            steps = execution.version.steps
+            for step in timeline:
+                form = STEP_FORMS.get(step.action_type)
+                step.label = step.name or (form.label if form else step.action_type)
+                config = shown_step(steps[step.index])["config"] if step.index < len(steps) else {}
+                lines = step_lines(step.action_type, config)
+                step.summary = f"{lines[0][0]}: {lines[0][1]}"[:140] if lines else ""
+                for attempt in step.attempts:
+                    # stored redacted already; shown through the API's rule again
+                    attempt.shown_response = json.dumps(shown_json(attempt.response_data), indent=2)[:4000]
+            extra.update(
+                timeline=timeline,
+                run_jobs=jobs,
+                retrying_at=pending.run_at
+                if pending and execution.retry_count and execution.status == "queued"
+                else None,
+                live=execution.status in ("queued", "active", "waiting"),
+                may_operate=self.has_operate_permission(request),
+                title=f"Run of “{execution.workflow}” for {execution.contact}",
+            )
+        return super().change_view(request, object_id, form_url, extra)
 
     @admin.display(description="step")
     def progress(self, execution: WorkflowExecution) -> str:
@@ -709,15 +809,19 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
         self._apply(request, queryset, ExecutionService().retry, "retried")
 
     def _apply(self, request: HttpRequest, queryset: QuerySet[WorkflowExecution], service, verb: str) -> None:
+        """Each run through the service; one message with how many changed, and why the others did not."""
         done = 0
+        refused: dict[str, int] = {}
         for execution_id in queryset.values_list("pk", flat=True):
             try:
                 service(execution_id=execution_id)
                 done += 1
             except (IllegalExecutionTransition, NotFound) as exc:
-                self.message_user(request, f"run {execution_id}: {exc}", messages.WARNING)
-        if done:
-            self.message_user(request, f"{done} run(s) {verb}.", messages.SUCCESS)
+                reason = str(exc)
+                refused[reason] = refused.get(reason, 0) + 1
+        level = messages.SUCCESS if done and not refused else messages.WARNING
+        why = "; ".join(f"{n} not: {reason}" for reason, n in sorted(refused.items(), key=lambda item: -item[1]))
+        self.message_user(request, f"{done} run(s) {verb}." + (f" {why}." if why else ""), level)
 
     def get_urls(self):
         return [

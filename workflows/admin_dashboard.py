@@ -62,6 +62,7 @@ def series_chart(series: Series, *, labels: list[str], title: str, every: int = 
         x_label_rotation=0,
         show_minor_x_labels=False,
         truncate_legend=-1,
+        truncate_label=-1,
         js=[],  # no script from anywhere: the chart is plain SVG
         disable_xml_declaration=True,
         title=title,
@@ -70,9 +71,17 @@ def series_chart(series: Series, *, labels: list[str], title: str, every: int = 
     )
     chart.x_labels = labels
     chart.x_labels_major = labels[::every]
+    peak = max((sum(values) for values in zip(*series.by_status.values(), strict=False)), default=0)
+    chart.y_labels = _whole_numbers(peak)
     for status in statuses:
         chart.add(status, series.by_status.get(status, []))
     return mark_safe(chart.render(is_unicode=True))  # noqa: S308 - pygal's own SVG, from our numbers only
+
+
+def _whole_numbers(peak: int) -> list[int]:
+    """Y axis labels for counts: whole numbers, about five of them."""
+    step = max(1, -(-peak // 5))
+    return list(range(0, max(peak, 1) + step, step))
 
 
 def status_bars(counts: dict[str, int], *, title: str) -> str:

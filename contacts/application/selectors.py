@@ -52,3 +52,8 @@ def account_tags(*, account_id: int, limit: int = 1000) -> list[str]:
 def account_custom_fields(*, account_id: int, limit: int = 200) -> list[str]:
     """Every custom field name in use in the account (for the personalisation picker), alphabetical."""
     return distinct_custom_fields(account_id, limit)
+
+
+def with_tag(queryset: QuerySet[Contact], tag: str) -> QuerySet[Contact]:
+    """`queryset` cut to the contacts carrying `tag` (normalized first; ContactError if it cannot be a tag)."""
+    return having_tag(queryset, normalize_tag(tag))

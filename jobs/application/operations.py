@@ -217,3 +217,14 @@ def queue_overview(*, account_ids: frozenset[int] | None, since: datetime) -> Qu
         running_by_account=dict(running.values_list("account_id").annotate(n=Count("id"))),
         workers_seen=sorted(set(workers[:100])),
     )
+
+
+def jobs_carrying(*, payload_key: str, value: str, account_id: int | None = None, limit: int = 50) -> list[Job]:
+    """The jobs whose payload holds `value` under `payload_key` (newest first): what carried a piece of work.
+
+    The queue does not know what a payload means; its callers do (the workflow engine: a run's id).
+    """
+    query = Job.objects.filter(**{f"payload__{payload_key}": value}).order_by("-created_at", "-id")
+    if account_id is not None:
+        query = query.filter(account_id=account_id)
+    return list(query[:limit])

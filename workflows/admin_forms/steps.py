@@ -179,7 +179,7 @@ class StepForm(forms.ModelForm):
         required=False,
         max_length=200,
         label="Step name",
-        widget=forms.TextInput(attrs={"class": "vTextField", "placeholder": "e.g. Welcome email"}),
+        widget=forms.TextInput(attrs={"class": "vTextField", "placeholder": "Name this step (optional)"}),
     )
     action_type = forms.ChoiceField(label="Action", widget=forms.Select(attrs={"data-action-type": "1"}))
     config_mode = forms.ChoiceField(

@@ -11,6 +11,7 @@ attribute beyond them, and cannot change anything.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Protocol
@@ -73,7 +74,9 @@ def variable_problem(path: tuple[str, ...]) -> str | None:
     shown = ".".join(path)
     root, rest = path[0], path[1:]
     if root not in TEMPLATE_VARIABLES:
-        return f"{{{{ {shown} }}}} names nothing a template can see; known: {', '.join(known_variables())}"
+        close = difflib.get_close_matches(root, TEMPLATE_VARIABLES, n=1)
+        hint = f" Did you mean {close[0]}?" if close else ""
+        return f"{{{{ {shown} }}}} names nothing a template can see.{hint} Known: {', '.join(known_variables())}"
     after = TEMPLATE_VARIABLES[root]
     if after is None:
         return f"{{{{ {shown} }}}}: {root} is a text, it has no parts" if rest else None
@@ -81,7 +84,9 @@ def variable_problem(path: tuple[str, ...]) -> str | None:
         return None
     if rest[0] not in after:
         known = ", ".join(f"{root}.{name}" for name in after)
-        return f"{{{{ {shown} }}}}: {root} has no {rest[0]!r}; known: {known}"
+        close = difflib.get_close_matches(rest[0], after, n=1)
+        hint = f" Did you mean {{{{ {root}.{close[0]} }}}}?" if close else ""
+        return f"{{{{ {shown} }}}}: {root} has no {rest[0]!r}.{hint} Known: {known}"
     if root == "contact" and rest[0] not in ("tags", "custom_fields") and len(rest) > 1 and not rest[1].isdigit():
         return f"{{{{ {shown} }}}}: contact.{rest[0]} is a text, it has no parts"
     return None

@@ -114,7 +114,7 @@
       const button = document.createElement("button");
       button.type = "button";
       button.className = "relay-personalize";
-      button.textContent = "{ } Personalize";
+      button.textContent = field.closest("[data-row]") ? "{ }" : "{ } Personalize";
       button.title = "Insert a contact field, a custom field or trigger data";
       field.after(button);
       button.addEventListener("click", function () {

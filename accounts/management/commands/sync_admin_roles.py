@@ -1,0 +1,13 @@
+"""Create or update the admin's role groups (config/admin_roles.py): Relay marketer, viewer, operator."""
+
+from django.core.management.base import BaseCommand
+
+from config.admin_roles import GROUP_NAMES, sync_admin_roles
+
+
+class Command(BaseCommand):
+    help = "Create or update the groups that give staff users a role's permissions in the admin."
+
+    def handle(self, *args, **options) -> None:
+        for role, count in sync_admin_roles().items():
+            self.stdout.write(f"{GROUP_NAMES[role]}: {count} permissions")
