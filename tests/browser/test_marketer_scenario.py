@@ -97,7 +97,7 @@ def test_a_marketer_builds_publishes_and_watches_a_run(page: Page, start_worker,
     page.find("input[name=_continue]").click()
     page.wait_css(".relay-field-error")
     error = card(page, 1).find_element("css selector", ".relay-field-invalid .relay-field-error")
-    assert "frist_name" in error.text and "contact.first_name" in error.text
+    assert "Did you mean {{ contact.first_name }}?" in error.text
     assert not Workflow.objects.exists()
     page.shot("validation-error")
     subject = card(page, 1).find_element("css selector", "input[name$='send_email-subject']")
