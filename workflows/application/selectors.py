@@ -129,13 +129,15 @@ def execution_latest_logs(*, execution: WorkflowExecution, limit: int) -> tuple[
     return latest[::-1], total
 
 
-@dataclass(frozen=True)
+@dataclass
 class TimelineStep:
     index: int
     name: str
     action_type: str
     state: str  # "done", "failed", "skipped", "current", "waiting", "retrying", "to come", "not reached"
     attempts: list[ExecutionLog]
+    label: str = ""  # what the page calls the step (its name, or its action in words)
+    summary: str = ""  # one line saying what it does
 
 
 def run_timeline(*, execution: WorkflowExecution) -> list[TimelineStep]:

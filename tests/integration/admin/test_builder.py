@@ -10,7 +10,7 @@ from tests.factories import MembershipFactory, UserFactory
 from tests.integration.integrations.servers import SmtpServer
 from tests.integration.workflows.support import make_workflow
 from workflows.application.workflows import WorkflowService
-from workflows.infrastructure.models import Workflow, WorkflowStep, WorkflowExecution
+from workflows.infrastructure.models import Workflow, WorkflowExecution, WorkflowStep
 
 pytestmark = pytest.mark.django_db
 
