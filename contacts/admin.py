@@ -4,6 +4,7 @@ same events as the API's (and starts the same workflows)."""
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
 from typing import Any
 
 from django import forms
@@ -13,6 +14,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
 from accounts.admin_scoping import AccountScopedAdmin, allowed_account_ids, check_account
+from contacts import admin_imports
 from contacts.admin_widgets import TagListField, TagListWidget
 from contacts.application.selectors import account_tags, with_tag
 from contacts.application.services import (
@@ -27,8 +29,8 @@ from contacts.domain.model import ContactError, normalize_phone, normalize_tag
 from contacts.infrastructure.models import ConsentChange, Contact
 
 # Other apps add panels to a contact's page (the workflow engine: the contact's runs) without contacts
-# knowing them: an InlineModelAdmin class appended here is shown after the consent history.
-contact_page_inlines: list[type[admin.options.InlineModelAdmin]] = []
+# knowing them: a function (request, contact) -> HTML appended here is shown under the contact's form.
+contact_page_panels: list[Callable[[HttpRequest, Contact], str]] = []
 EXPORT_COLUMNS = (
     "id",
     "email",
@@ -139,8 +141,12 @@ class ContactAdmin(AccountScopedAdmin):  # a staff user sees their accounts' con
     def tag_list(self, contact: Contact) -> str:
         return ", ".join(contact.tags or []) or "—"
 
-    def get_inlines(self, request: HttpRequest, obj: Contact | None) -> list:
-        return [*self.inlines, *contact_page_inlines] if obj is not None else list(self.inlines)
+    change_form_template = "admin/contacts/contact/change_form.html"
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None):
+        contact = self.get_object(request, object_id)
+        panels = [panel(request, contact) for panel in contact_page_panels] if contact is not None else []
+        return super().change_view(request, object_id, form_url, {**(extra_context or {}), "panels": panels})
 
     def save_model(self, request, obj, form, change):
         check_account(request, obj)
@@ -225,6 +231,18 @@ class ContactAdmin(AccountScopedAdmin):  # a staff user sees their accounts' con
     def get_urls(self):
         return [
             path("export/", self.admin_site.admin_view(self.export_view), name="contacts_contact_export"),
+            path(
+                "import/",
+                self.admin_site.admin_view(lambda request: admin_imports.upload_view(self, request)),
+                name="contacts_contact_import",
+            ),
+            path(
+                "import/<int:import_id>/",
+                self.admin_site.admin_view(
+                    lambda request, import_id: admin_imports.detail_view(self, request, import_id)
+                ),
+                name="contacts_contact_import_detail",
+            ),
             *super().get_urls(),
         ]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -66,6 +67,9 @@ class TagListField(forms.Field):
     widget = TagListWidget
 
     def to_python(self, value: Any) -> list[str]:
+        if isinstance(value, str) and value.strip().startswith("["):
+            with contextlib.suppress(ValueError):  # the JSON list the admin took before the chips
+                value = json.loads(value)
         if isinstance(value, list):
             return [str(v).strip() for v in value if str(v).strip()]
         return [part.strip() for part in str(value or "").split(",") if part.strip()]

@@ -19,6 +19,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import get_object_or_404
+from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
@@ -26,7 +27,8 @@ from django.utils.html import format_html
 
 from accounts.admin_scoping import AccountScopedAdmin, allowed_account_ids, check_account
 from accounts.infrastructure.models import Account
-from contacts.admin import contact_page_inlines
+from contacts.admin import contact_page_panels
+from contacts.admin_imports import ImportFollowUp, import_follow_ups
 from contacts.infrastructure.models import Contact
 from jobs.admin import job_links
 from jobs.application.operations import jobs_carrying
@@ -37,10 +39,11 @@ from workflows.admin_forms.steps import ACCOUNT_TAGS_LIST, STEP_FORMS, StepForm,
 from workflows.admin_forms.summary import step_lines
 from workflows.admin_forms.workflow import WorkflowForm
 from workflows.api.redaction import shown_json, shown_step, shown_steps
+from workflows.application.enrollments import enrollment_job
 from workflows.application.errors import NotFound
 from workflows.application.executions import RESUME_HANDLER, STEP_HANDLER, ExecutionService
 from workflows.application.previews import PreviewRefused, step_preview, step_send_test
-from workflows.application.selectors import has_unpublished_changes, run_timeline, workflow_versions
+from workflows.application.selectors import execution_list, has_unpublished_changes, run_timeline, workflow_versions
 from workflows.application.stats import workflow_run_counts, workflow_step_counts
 from workflows.application.workflows import WorkflowService
 from workflows.domain.errors import IllegalExecutionTransition, WorkflowDomainError, WorkflowValidationError
@@ -635,39 +638,33 @@ class VersionFilter(admin.SimpleListFilter):
         return queryset.filter(version__number=int(value)) if value and value.isdigit() else queryset
 
 
-class ContactRunsInline(admin.TabularInline):
-    """A contact's runs, on the contact's page (contacts.admin.contact_page_inlines)."""
-
-    model = WorkflowExecution
-    fk_name = "contact"
-    extra = 0
-    can_delete = False
-    fields = ("run", "workflow", "version_number", "status", "created_at", "completed_at")
-    readonly_fields = fields
-    ordering = ("-created_at",)
-    verbose_name = "run"
-    verbose_name_plural = "runs of this contact"
-
-    @admin.display(description="run")
-    def run(self, execution: WorkflowExecution) -> str:
-        url = reverse("admin:workflows_workflowexecution_change", args=[execution.pk])
-        return format_html('<a href="{}">{}</a>', url, f"{execution.created_at:%d %b %H:%M:%S}")
-
-    @admin.display(description="version")
-    def version_number(self, execution: WorkflowExecution) -> str:
-        return f"v{execution.version.number}"
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return request.user.has_perm("workflows.view_workflowexecution")
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+def contact_runs_panel(request: HttpRequest, contact: Contact) -> str:
+    """A contact's runs, on the contact's page (contacts.admin.contact_page_panels)."""
+    if not request.user.has_perm("workflows.view_workflowexecution"):
+        return ""
+    runs = execution_list(account_id=contact.account_id, contact_id=contact.pk)[:50]
+    return render_to_string("admin/workflows/contact_runs.html", {"runs": runs, "contact": contact}, request)
 
 
-contact_page_inlines.append(ContactRunsInline)
+contact_page_panels.append(contact_runs_panel)
+
+
+def _enroll_field(account_id: int) -> forms.Field:
+    workflows = Workflow.objects.filter(account_id=account_id, status=WorkflowStatus.ACTIVE).order_by("name")
+    return forms.ModelChoiceField(
+        queryset=workflows,
+        required=False,
+        empty_label="— don't enroll them —",
+        label="Then enroll them into",
+        help_text="Every imported contact starts this workflow, at the pace the account's limit of runs allows.",
+    )
+
+
+def _enroll_jobs(workflow: Workflow, *, import_id: int, account_id: int, user_id: int | None) -> list:
+    return [enrollment_job(account_id=account_id, workflow_id=workflow.pk, import_id=import_id, started_by_id=user_id)]
+
+
+import_follow_ups.append(ImportFollowUp(name="enroll", field=_enroll_field, jobs=_enroll_jobs))
 
 
 def _run_links(job: Any) -> list[tuple[str, str]]:

@@ -4,6 +4,7 @@ from typing import Any
 
 from jobs.application.context import JobContext
 from jobs.application.registry import BatchItem, DeadLetter, batch_handler, job_handler, on_dead_letter
+from workflows.application import enrollments  # noqa: F401 - registers workflows.enroll_contacts
 from workflows.application.executions import RESUME_HANDLER, STEP_HANDLER, ExecutionService
 
 RECONCILE_HANDLER = "workflows.reconcile"
