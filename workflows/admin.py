@@ -203,6 +203,11 @@ class WorkflowAdmin(AccountScopedAdmin):
     def unpublished_changes(self, workflow: Workflow) -> bool:
         return has_unpublished_changes(workflow)
 
+    def get_inlines(self, request: HttpRequest, obj: Workflow | None) -> list:
+        """The published versions' table only once there is a version (the history page has them all)."""
+        has_versions = obj is not None and obj.pk and obj.current_version_id is not None
+        return [WorkflowStepInline, *([WorkflowVersionInline] if has_versions else [])]
+
     def has_change_permission(self, request: HttpRequest, obj: Workflow | None = None) -> bool:
         if obj is not None and obj.status == WorkflowStatus.ARCHIVED:
             return False  # archived workflows are read-only; restore one to edit it
