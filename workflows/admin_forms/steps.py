@@ -22,8 +22,10 @@ from workflows.admin_forms.context import BuilderContext
 from workflows.application.definitions import validation_context
 from workflows.domain.actions import MAX_ATTEMPTS_LIMIT, MAX_BASE_DELAY
 from workflows.domain.errors import WorkflowValidationError
+from workflows.domain.templates import custom_field_warning
 from workflows.domain.workflow import parse_steps
 from workflows.infrastructure.models import WorkflowStep
+from workflows.infrastructure.templates import renderer
 
 ACCOUNT_TAGS_LIST = "relay-account-tags"  # the builder page's one datalist of the account's tags
 STEP_PATH = re.compile(r"steps\[(\d+)\](?:\.(\w+))?(?:\.(.*))?")
@@ -147,6 +149,16 @@ class StepConfigForm(forms.Form):
                 }
             )
         return rows
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [text for item in value.values() for text in _strings(item)]
+    if isinstance(value, list | tuple):
+        return [text for item in value for text in _strings(item)]
+    return []
 
 
 def _sentence(text: str) -> str:
@@ -281,6 +293,20 @@ class StepForm(forms.ModelForm):
         config_form.place_error(rest, reason)
         if None not in self.errors:
             self.add_error(None, "Some settings of this step need a look: see below.")
+
+    def custom_field_warnings(self) -> list[str]:
+        """Custom fields the step's templates name that no contact of the account has yet (not errors)."""
+        config = self.current_config()
+        if not config or self.builder.account_id is None:
+            return []
+        in_use = frozenset(self.builder.custom_fields)
+        warnings = []
+        for text in _strings(config):
+            for path in renderer.variables(text):
+                warning = custom_field_warning(path, in_use)
+                if warning and warning not in warnings:
+                    warnings.append(_sentence(warning))
+        return warnings
 
     def current_config(self) -> dict[str, Any]:
         if self.is_bound and hasattr(self, "cleaned_data"):

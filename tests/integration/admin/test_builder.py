@@ -232,3 +232,29 @@ def test_send_a_test_goes_through_the_real_channel_and_starts_no_run(marketer, a
     finally:
         server.stop()
     assert not WorkflowExecution.objects.exists()
+
+
+def test_a_custom_field_no_contact_has_is_a_warning_on_its_step(marketer, account):
+    contact_create(
+        account_id=account.pk, email="ada@example.com", first_name="Ada", phone="", custom_fields={"plan": "pro"}
+    )
+    steps = [("send_sms", {"body": "Your {{ contact.custom_fields.plna }} plan"})]
+    response = marketer.post(reverse("admin:workflows_workflow_add"), page_data(account, steps, _continue="1"))
+    assert response.status_code == 302  # saved: a contact may get the field later
+    page = marketer.get(response["Location"]).content.decode()
+    assert "No contact has the custom field &#x27;plna&#x27; yet" in page
+    assert "custom fields in use: plan" in page
+
+
+def test_the_templates_variables_leave_out_what_the_template_binds():
+    from workflows.infrastructure.templates import renderer
+
+    source = (
+        "{% for t in contact.tags %}{{ t }}{{ forloop.counter }}{% endfor %}{% with n=trigger.n %}{{ n }}{% endwith %}"
+    )
+    assert renderer.variables(source) == [("contact", "tags"), ("trigger", "n")]
+    assert renderer.variables("{% if custom.plan == 'pro' %}{{ contact.first_name|default:run.id }}{% endif %}") == [
+        ("custom", "plan"),
+        ("contact", "first_name"),
+        ("run", "id"),
+    ]
