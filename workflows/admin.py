@@ -747,6 +747,9 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
     def version_number(self, execution: WorkflowExecution) -> str:
         return f"v{execution.version.number}"
 
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None):
+        return super().changelist_view(request, {"title": "Runs", **(extra_context or {})})
+
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None):
         execution = self.get_object(request, object_id)
         extra = dict(extra_context or {})

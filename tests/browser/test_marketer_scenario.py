@@ -53,6 +53,9 @@ def test_a_marketer_builds_publishes_and_watches_a_run(page: Page, start_worker,
     ada = contact_create(account_id=account.pk, email="ada@example.com", first_name="Ada", phone="+15550100001")
     start_worker("--concurrency", "2")
 
+    page.visit("/admin/login/")
+    assert "Relay" in page.driver.title
+    page.shot("login")
     log_in(page, "otto")
     before = dashboard_numbers(page)
     assert before["runs-24h"] == "0"
@@ -143,6 +146,14 @@ def test_a_marketer_builds_publishes_and_watches_a_run(page: Page, start_worker,
     run.refresh_from_db()
     assert run.status == "completed"
     page.shot("run-timeline")
+    page.visit(f"/admin/workflows/workflowexecution/?workflow__id__exact={workflow.pk}")
+    page.wait_css("#result_list")
+    page.shot("runs-list")
+    page.visit(f"/admin/workflows/workflow/{workflow.pk}/stats/")
+    assert "Welcome email" in page.wait_css("[data-testid=workflow-stats]").text
+    page.shot("workflow-stats")
+    page.visit("/admin/workflows/workflow/")
+    page.shot("workflows-list")
 
     # --- the operator's dashboard moved --------------------------------------------------------
     log_in(page, "otto")

@@ -118,3 +118,14 @@ def test_export_the_filtered_list(marketer, account):
     body = b"".join(response.streaming_content).decode()
     assert "ada@example.com" in body
     assert "bob@example.com" not in body
+
+
+def test_export_the_filtered_list_as_excel(marketer, account):
+    from openpyxl import load_workbook
+
+    contact_create(account_id=account.pk, email="ada@example.com", first_name="Ada", phone="", tags=["vip"])
+    contact_create(account_id=account.pk, email="bob@example.com", first_name="Bob", phone="")
+    response = marketer.get(reverse("admin:contacts_contact_export") + "?tag=vip&format=xlsx")
+    rows = list(load_workbook(io.BytesIO(response.content)).active.iter_rows(values_only=True))
+    assert rows[0][:2] == ("id", "email")
+    assert [row[1] for row in rows[1:]] == ["ada@example.com"]
