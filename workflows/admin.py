@@ -165,7 +165,7 @@ class StartRunForm(forms.Form):
 class WorkflowAdmin(AccountScopedAdmin):
     form = WorkflowForm
     inlines = [WorkflowStepInline, WorkflowVersionInline]
-    list_display = ("name", "account", "status", "trigger", "live_version", "unpublished_changes", "updated_at")
+    list_display = ("name", "account", "status_badge", "trigger", "live_version", "unpublished_changes", "updated_at")
     list_filter = ("status", "trigger_type", ("account", admin.RelatedOnlyFieldListFilter))
     search_fields = ("name", "description", "trigger_event")
     readonly_fields = ("status", "current_version", "created_at", "updated_at")
@@ -199,9 +199,18 @@ class WorkflowAdmin(AccountScopedAdmin):
     def live_version(self, workflow: Workflow) -> str:
         return f"v{workflow.current_version.number}" if workflow.current_version else "-"
 
-    @admin.display(description="unpublished changes", boolean=True)
-    def unpublished_changes(self, workflow: Workflow) -> bool:
-        return has_unpublished_changes(workflow)
+    @admin.display(description="unpublished changes")
+    def unpublished_changes(self, workflow: Workflow) -> str:
+        if not has_unpublished_changes(workflow):
+            return "—"
+        return "yes: not live yet" if workflow.current_version is None else "yes: draft differs from the live version"
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, workflow: Workflow) -> str:
+        return format_html('<span class="relay-badge relay-badge-{}">{}</span>', workflow.status, workflow.status)
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None):
+        return super().changelist_view(request, {"title": "Workflows", **(extra_context or {})})
 
     def get_inlines(self, request: HttpRequest, obj: Workflow | None) -> list:
         """The published versions' table only once there is a version (the history page has them all)."""
@@ -482,7 +491,17 @@ class WorkflowAdmin(AccountScopedAdmin):
                 {
                     "label": label,
                     "runs": workflow_run_counts(workflow_id=workflow.pk, since=since),
-                    "steps": workflow_step_counts(workflow_id=workflow.pk, since=since),
+                    "steps": [
+                        {
+                            "counts": counts,
+                            "label": counts.name
+                            or (STEP_FORMS[counts.action_type].label if counts.action_type in STEP_FORMS else ""),
+                            "kind": STEP_FORMS[counts.action_type].label
+                            if counts.action_type in STEP_FORMS
+                            else counts.action_type,
+                        }
+                        for counts in workflow_step_counts(workflow_id=workflow.pk, since=since)
+                    ],
                 }
                 for label, since in windows
             ],
@@ -691,7 +710,7 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
         "workflow",
         "version_number",
         "contact",
-        "status",
+        "status_badge",
         "progress",
         "retry_count",
         "resume_at",
@@ -778,6 +797,10 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
                 title=f"Run of “{execution.workflow}” for {execution.contact}",
             )
         return super().change_view(request, object_id, form_url, extra)
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, execution: WorkflowExecution) -> str:
+        return format_html('<span class="relay-badge relay-badge-{}">{}</span>', execution.status, execution.status)
 
     @admin.display(description="step")
     def progress(self, execution: WorkflowExecution) -> str:

@@ -138,7 +138,7 @@ def test_a_marketer_builds_publishes_and_watches_a_run(page: Page, start_worker,
     page.wait_css(".messagelist")
     run = page.wait_for(lambda: WorkflowExecution.objects.filter(contact_id=ada.pk).first(), what="the run to start")
     page.visit(f"/admin/contacts/contact/{ada.pk}/change/")
-    page.find("[data-testid=contact-runs] a").click()
+    page.find("[data-testid=contact-runs] td a").click()
     page.wait_css("[data-testid=timeline]")
     page.wait_for(lambda: page.find("[data-testid=run-status]").text == "completed", timeout=45, what="completion")
     states = [li.get_attribute("data-step-state") for li in page.find_all("[data-testid=timeline] > li")]
