@@ -23,7 +23,7 @@ from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from accounts.admin_scoping import AccountScopedAdmin, allowed_account_ids, check_account
 from accounts.infrastructure.models import Account
@@ -37,7 +37,7 @@ from workflows.admin_forms import actions as _step_forms  # noqa: F401 - registe
 from workflows.admin_forms.context import BuilderContext, builder_context
 from workflows.admin_forms.steps import ACCOUNT_TAGS_LIST, STEP_FORMS, StepForm, StepFormSet, step_palette
 from workflows.admin_forms.summary import step_lines
-from workflows.admin_forms.workflow import WorkflowForm
+from workflows.admin_forms.workflow import EVENT_LABELS, WorkflowForm
 from workflows.api.redaction import shown_json, shown_step, shown_steps
 from workflows.application.enrollments import enrollment_job
 from workflows.application.errors import NotFound
@@ -98,16 +98,7 @@ class WorkflowVersionInline(admin.TabularInline):
     model = WorkflowVersion
     extra = 0
     can_delete = False
-    fields = (
-        "number",
-        "created_at",
-        "created_by",
-        "trigger_type",
-        "trigger_event",
-        "reenrollment",
-        "step_names",
-        "steps_shown",
-    )
+    fields = ("number", "created_at", "created_by", "trigger_type", "trigger_event", "reenrollment", "steps_shown")
     readonly_fields = fields
     ordering = ("-number",)
     verbose_name_plural = "published versions"
@@ -118,8 +109,15 @@ class WorkflowVersionInline(admin.TabularInline):
 
     @admin.display(description="steps as published")
     def steps_shown(self, version: WorkflowVersion) -> str:
-        """The frozen steps with webhook URLs cut to their host and secret headers and body values hidden."""
-        return format_html("<code>{}</code>", json.dumps(shown_steps(version.steps), ensure_ascii=False)[:4000])
+        """The frozen steps in words, webhook URLs cut to their host and secret headers and body values hidden."""
+        items = []
+        for step in shown_steps(version.steps)[:100]:
+            form = STEP_FORMS.get(step.get("action_type", ""))
+            kind = form.label if form else step.get("action_type", "?")
+            lines = step_lines(step.get("action_type", ""), step.get("config") or {})
+            detail = "; ".join(f"{label}: {value}"[:160] for label, value in lines[:3])
+            items.append((step.get("name") or kind, detail))
+        return format_html_join("", "<div><strong>{}</strong> · {}</div>", items)
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -168,7 +166,7 @@ class WorkflowAdmin(AccountScopedAdmin):
     list_display = ("name", "account", "status_badge", "trigger", "live_version", "unpublished_changes", "updated_at")
     list_filter = ("status", "trigger_type", ("account", admin.RelatedOnlyFieldListFilter))
     search_fields = ("name", "description", "trigger_event")
-    readonly_fields = ("status", "current_version", "created_at", "updated_at")
+    readonly_fields = ("status", "current_version", "created_at", "updated_at", "who_enters", "again")
     fieldsets = (
         (None, {"fields": ("account", "name", "description")}),
         (
@@ -194,6 +192,26 @@ class WorkflowAdmin(AccountScopedAdmin):
         if workflow.trigger_type != "event":
             return workflow.trigger_type
         return f"{workflow.trigger_event}" + (f" ({workflow.trigger_tag})" if workflow.trigger_tag else "")
+
+    @admin.display(description="who enters")
+    def who_enters(self, workflow: Workflow) -> str:
+        if workflow.trigger_type == "manual":
+            return "Contacts started by hand, from this admin"
+        if workflow.trigger_type == "api":
+            return "Contacts your app starts through the API"
+        event = EVENT_LABELS.get(workflow.trigger_event, f"the event {workflow.trigger_event}")
+        tag = f" (tag {workflow.trigger_tag})" if workflow.trigger_tag else ""
+        conditions = len(workflow.trigger_filter or [])
+        only = f", if {conditions} condition{'s' if conditions != 1 else ''} hold" if conditions else ""
+        return f"When {event[:1].lower() + event[1:]}{tag}{only}"
+
+    @admin.display(description="again?")
+    def again(self, workflow: Workflow) -> str:
+        return {
+            "never": "No: each contact goes through once",
+            "after_finish": "Yes, once their previous run has finished",
+            "always": "Yes, even while a previous run is still going",
+        }.get(workflow.reenrollment, workflow.reenrollment)
 
     @admin.display(description="live version")
     def live_version(self, workflow: Workflow) -> str:
@@ -226,7 +244,7 @@ class WorkflowAdmin(AccountScopedAdmin):
         if obj is not None and not self.has_change_permission(request, obj):
             return (
                 (None, {"fields": ("account", "name", "description", "status", "current_version")}),
-                ("Who enters", {"fields": ("trigger_type", "trigger_event", "trigger_tag", "reenrollment")}),
+                ("Who enters", {"fields": ("who_enters", "again")}),
             )
         return super().get_fieldsets(request, obj)
 
@@ -295,6 +313,7 @@ class WorkflowAdmin(AccountScopedAdmin):
                 "workflowId": obj.pk if obj is not None else None,
             },
             step_palette=step_palette(),
+            may_start=self.has_start_permission(request),
             account_tags_list=ACCOUNT_TAGS_LIST,
             live_version=obj.current_version if obj is not None else None,
             draft_differs=obj is not None and obj.pk and has_unpublished_changes(obj),
@@ -302,7 +321,9 @@ class WorkflowAdmin(AccountScopedAdmin):
             readonly_steps=[
                 {
                     "name": step.name,
-                    "kind": step.get_action_type_display(),
+                    "kind": STEP_FORMS[step.action_type].label
+                    if step.action_type in STEP_FORMS
+                    else step.get_action_type_display(),
                     "lines": step_lines(step.action_type, shown_step(step.as_dict())["config"]),
                 }
                 for step in (obj.steps.order_by("position", "id") if obj is not None and obj.pk else [])

@@ -141,3 +141,33 @@ def test_contacts_tags_bulk_tagging_and_an_import_with_a_refused_row(
     problems = page.find("[data-testid=import-problems]").text
     assert "bad-address" in problems
     page.shot("import-refused")
+
+
+def test_a_viewer_reads_the_steps_in_words_with_secrets_hidden(page: Page, marketer_account):
+    viewer = UserFactory(username="vic")
+    MembershipFactory(account=marketer_account, user=viewer, role="viewer")
+    grant_role(viewer, "viewer")
+    workflow = make_workflow(
+        marketer_account,
+        [
+            {
+                "name": "Welcome",
+                "action_type": "send_email",
+                "config": {"subject": "Hi {{ contact.first_name }}", "text": "x"},
+            },
+            {"action_type": "wait", "config": {"duration": "3d"}},
+            {
+                "name": "Tell the shop",
+                "action_type": "webhook",
+                "config": {"url": "https://hooks.example.com/T0K3N", "headers": {"Authorization": "Bearer s3cret"}},
+            },
+        ],
+    )
+    log_in(page, "vic")
+    page.visit(f"/admin/workflows/workflow/{workflow.pk}/change/")
+    steps_text = page.wait_css(".relay-steps-readonly").text
+    assert "For 3 days" in steps_text.replace("\n", " ")
+    assert "T0K3N" not in page.driver.page_source
+    assert "s3cret" not in page.driver.page_source
+    assert not page.find_all("[data-add-step]")
+    page.shot("viewer")

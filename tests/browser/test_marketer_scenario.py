@@ -65,6 +65,7 @@ def test_a_marketer_builds_publishes_and_watches_a_run(page: Page, start_worker,
     page.visit("/admin/workflows/workflow/add/")
     page.wait_css("[data-palette]")
     assert "Django administration" not in page.text()
+    page.shot("new-workflow")
     page.find("#id_name").send_keys("VIP welcome")
     Select(page.find("#id_trigger_event")).select_by_value("tag.added")
     page.find("#id_trigger_tag").send_keys("vip")
