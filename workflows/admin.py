@@ -205,7 +205,7 @@ class WorkflowAdmin(AccountScopedAdmin):
         only = f", if {conditions} condition{'s' if conditions != 1 else ''} hold" if conditions else ""
         return f"When {event[:1].lower() + event[1:]}{tag}{only}"
 
-    @admin.display(description="again?")
+    @admin.display(description="can a contact enter again")
     def again(self, workflow: Workflow) -> str:
         return {
             "never": "No: each contact goes through once",
