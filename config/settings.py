@@ -29,7 +29,7 @@ ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[:
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "config.admin_site.RelayAdminConfig",  # Django's admin, as Relay (its name, the dashboard)
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -59,7 +59,7 @@ WSGI_APPLICATION = "config.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],
+        "DIRS": [BASE_DIR / "config" / "templates"],  # the admin's Relay branding
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -114,6 +114,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "config" / "static"]
 
 # --- Email ------------------------------------------------------------------
 # EMAIL_URL: smtp://user:pass@host:25, smtp+tls://..., smtp+ssl://..., consolemail:// (default).

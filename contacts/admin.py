@@ -1,11 +1,24 @@
 """Contacts in the admin. Saving goes through the contact services, so a marketer's edit emits the
 same events as the API's (and starts the same workflows)."""
 
-from django import forms
-from django.contrib import admin
+from __future__ import annotations
 
-from accounts.admin_scoping import AccountScopedAdmin, check_account
+import csv
+from collections.abc import Callable
+from typing import Any, cast
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, HttpResponseRedirect, StreamingHttpResponse
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+
+from accounts.admin_scoping import AccountScopedAdmin, allowed_account_ids, check_account
 from accounts.domain.roles import Permission
+from contacts import admin_imports
+from contacts.admin_widgets import TagListField, TagListWidget
+from contacts.application.selectors import account_tags, with_tag
 from contacts.application.services import (
     EDITABLE_FIELDS,
     contact_add_tag,
@@ -14,16 +27,45 @@ from contacts.application.services import (
     contact_remove_tag,
     contact_update,
 )
-from contacts.domain.model import ContactError, check_reachable, normalize_phone, normalize_tags
+from contacts.domain.model import ContactError, check_reachable, normalize_phone, normalize_tag, normalize_tags
 from contacts.infrastructure.models import ConsentChange, Contact
+
+# Other apps add panels to a contact's page (the workflow engine: the contact's runs) without contacts
+# knowing them: a function (request, contact) -> HTML appended here is shown under the contact's form.
+contact_page_panels: list[Callable[[HttpRequest, Contact], str]] = []
+EXPORT_COLUMNS = (
+    "id",
+    "email",
+    "phone",
+    "first_name",
+    "last_name",
+    "tags",
+    "unsubscribed",
+    "sms_opted_out",
+    "created_at",
+)
 
 
 class ContactForm(forms.ModelForm):
     """The services' rules, as form errors: a phone that is no phone number is named, not a server error."""
 
+    tags = TagListField(required=False, help_text="")
+
     class Meta:
         model = Contact
         fields = ("account", "email", "phone", "first_name", "last_name", "custom_fields", "tags")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        account_id = self.instance.account_id if self.instance.pk else None
+        if account_id is None and "account" in self.fields:
+            accounts = cast(forms.ModelChoiceField, self.fields["account"]).queryset
+            choices = list(accounts.values_list("pk", flat=True)[:2]) if accounts is not None else []
+            account_id = choices[0] if len(choices) == 1 else None
+        tags = account_tags(account_id=account_id) if account_id else []
+        self.fields["tags"].widget = TagListWidget(tags, attrs={"placeholder": "e.g. vip, newsletter"})
+        if self.instance.pk:
+            self.initial["tags"] = list(self.instance.tags or [])
 
     def clean_phone(self) -> str:
         try:
@@ -32,8 +74,14 @@ class ContactForm(forms.ModelForm):
             raise forms.ValidationError(error.reason) from None
 
     def clean_tags(self) -> list[str]:
+        tags = self.cleaned_data.get("tags") or []
+        for tag in tags:  # a bad tag is named
+            try:
+                normalize_tag(tag)
+            except ContactError as error:
+                raise forms.ValidationError(f"“{tag}”: {error.reason}") from None
         try:
-            return normalize_tags(self.cleaned_data.get("tags") or [])
+            return normalize_tags(tags)  # and the list as a whole (at most MAX_TAGS)
         except ContactError as error:
             raise forms.ValidationError(error.reason) from None
 
@@ -57,15 +105,65 @@ class ConsentChangeInline(admin.TabularInline):
         return False
 
 
+class TagFilter(admin.SimpleListFilter):
+    title = "tag"
+    parameter_name = "tag"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        ids = allowed_account_ids(request)
+        accounts = (
+            sorted(ids)
+            if ids is not None
+            else list(model_admin.model.objects.values_list("account_id", flat=True).distinct()[:20])
+        )
+        tags = sorted({tag for account_id in accounts[:20] for tag in account_tags(account_id=account_id, limit=200)})
+        return [(tag, tag) for tag in tags]
+
+    def queryset(self, request: HttpRequest, queryset: Any) -> Any:
+        value = self.value()
+        if not value:
+            return queryset
+        try:
+            return with_tag(queryset, value)
+        except ContactError:
+            return queryset.none()
+
+
+class TagActionForm(forms.Form):
+    tag = forms.CharField(
+        max_length=64, label="Tag", widget=forms.TextInput(attrs={"class": "vTextField", "autofocus": True})
+    )
+
+    def clean_tag(self) -> str:
+        try:
+            return normalize_tag(self.cleaned_data["tag"])
+        except ContactError as error:
+            raise forms.ValidationError(error.reason) from None
+
+
 @admin.register(Contact)
 class ContactAdmin(AccountScopedAdmin):  # a staff user sees their accounts' contacts only
-    list_display = ("email", "phone", "first_name", "last_name", "account", "unsubscribed", "sms_opted_out")
-    list_filter = (("account", admin.RelatedOnlyFieldListFilter), "unsubscribed", "sms_opted_out")
+    list_display = ("email", "phone", "first_name", "last_name", "tag_list", "account", "unsubscribed", "sms_opted_out")
+    list_filter = (TagFilter, ("account", admin.RelatedOnlyFieldListFilter), "unsubscribed", "sms_opted_out")
     search_fields = ("email", "phone", "first_name", "last_name")
     readonly_fields = ("unsubscribed", "sms_opted_out", "created_at", "updated_at")
     inlines = [ConsentChangeInline]
     form = ContactForm
+    # Bulk tagging is a change ("change"); export reads ("view", every role).
     account_roles = dict.fromkeys(("add", "change", "delete"), Permission.MANAGE_CONTACTS)
+    actions = ["add_tag", "remove_tag", "export_csv"]
+    change_list_template = "admin/contacts/contact/change_list.html"
+
+    @admin.display(description="tags")
+    def tag_list(self, contact: Contact) -> str:
+        return ", ".join(contact.tags or []) or "—"
+
+    change_form_template = "admin/contacts/contact/change_form.html"
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None):
+        contact = self.get_object(request, object_id)
+        panels = [panel(request, contact) for panel in contact_page_panels] if contact is not None else []
+        return super().change_view(request, object_id, form_url, {**(extra_context or {}), "panels": panels})
 
     def save_model(self, request, obj, form, change):
         check_account(request, obj)
@@ -105,3 +203,133 @@ class ContactAdmin(AccountScopedAdmin):  # a staff user sees their accounts' con
     def delete_queryset(self, request, queryset):
         for contact in queryset.order_by("pk"):
             self.delete_model(request, contact)
+
+    # --- bulk tags: the same service (and events) as POST /contacts/{id}/tags ------------------------
+    @admin.action(description="Add a tag to the selected contacts…", permissions=["change"])
+    def add_tag(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
+        return self._tag_action(request, queryset, add=True)
+
+    @admin.action(description="Remove a tag from the selected contacts…", permissions=["change"])
+    def remove_tag(self, request: HttpRequest, queryset: Any) -> HttpResponse | None:
+        return self._tag_action(request, queryset, add=False)
+
+    def _tag_action(self, request: HttpRequest, queryset: Any, *, add: bool) -> HttpResponse | None:
+        form = TagActionForm(request.POST if "apply" in request.POST else None)
+        if form.is_bound and form.is_valid():
+            tag = form.cleaned_data["tag"]
+            changed = unchanged = 0
+            refused: dict[str, int] = {}
+            for contact_id in queryset.order_by("pk").values_list("pk", flat=True):
+                service = contact_add_tag if add else contact_remove_tag
+                try:
+                    _, did = service(contact_id=contact_id, tag=tag)
+                except ContactError as error:  # the contact has MAX_TAGS tags already: it is left as it was
+                    refused[error.reason] = refused.get(error.reason, 0) + 1
+                    continue
+                changed, unchanged = changed + did, unchanged + (not did)
+            verb = "added to" if add else "removed from"
+            note = f" ({unchanged} {'already had it' if add else 'did not have it'})" if unchanged else ""
+            why = "".join(f" {n} not: {reason}." for reason, n in refused.items())
+            level = messages.WARNING if refused else messages.SUCCESS
+            self.message_user(request, f"Tag “{tag}” {verb} {changed} contact(s){note}.{why}", level)
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Add a tag" if add else "Remove a tag",
+            "form": form,
+            "contacts": queryset[:20],
+            "count": queryset.count(),
+            "action": "add_tag" if add else "remove_tag",
+            "selected": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
+            "select_across": request.POST.get("select_across", "0"),
+            "opts": self.model._meta,
+            "add": add,
+        }
+        return TemplateResponse(request, "admin/contacts/contact/tag_action.html", context)
+
+    # --- export ---------------------------------------------------------------------------------
+    @admin.action(description="Export the selected contacts (CSV)", permissions=["view"])
+    def export_csv(self, request: HttpRequest, queryset: Any) -> HttpResponseBase:
+        return _csv_response(queryset)
+
+    def get_urls(self):
+        return [
+            path("export/", self.admin_site.admin_view(self.export_view), name="contacts_contact_export"),
+            path(
+                "import/",
+                self.admin_site.admin_view(lambda request: admin_imports.upload_view(self, request)),
+                name="contacts_contact_import",
+            ),
+            path(
+                "import/<int:import_id>/",
+                self.admin_site.admin_view(
+                    lambda request, import_id: admin_imports.detail_view(self, request, import_id)
+                ),
+                name="contacts_contact_import_detail",
+            ),
+            *super().get_urls(),
+        ]
+
+    def export_view(self, request: HttpRequest) -> HttpResponseBase:
+        """The list as filtered and searched on the page, every page of it (?format=xlsx for Excel)."""
+        if not self.has_view_permission(request):
+            return HttpResponseRedirect(reverse("admin:index"))
+        wants_xlsx = request.GET.get("format") == "xlsx"
+        if "format" in request.GET:  # not a filter of the list: the changelist would refuse it
+            query = request.GET.copy()
+            del query["format"]
+            request.GET = query  # type: ignore[assignment]  # the changelist reads its filters from request.GET
+        queryset = self.get_changelist_instance(request).get_queryset(request)
+        return _xlsx_response(queryset) if wants_xlsx else _csv_response(queryset)
+
+
+def _export_row(contact: Contact) -> list[Any]:
+    return [
+        contact.pk,
+        contact.email,
+        contact.phone,
+        contact.first_name,
+        contact.last_name,
+        ", ".join(contact.tags or []),
+        contact.unsubscribed,
+        contact.sms_opted_out,
+        contact.created_at.isoformat(),
+    ]
+
+
+def _xlsx_response(queryset: Any) -> HttpResponse:
+    """An Excel file, written row by row (openpyxl's write-only mode keeps memory flat)."""
+    import io
+
+    from openpyxl import Workbook
+
+    book = Workbook(write_only=True)
+    sheet = book.create_sheet("Contacts")
+    sheet.append(list(EXPORT_COLUMNS))
+    for contact in queryset.order_by("pk").iterator(chunk_size=2000):
+        sheet.append(_export_row(contact))
+    buffer = io.BytesIO()
+    book.save(buffer)
+    response = HttpResponse(
+        buffer.getvalue(), content_type="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+    )
+    response["Content-Disposition"] = 'attachment; filename="contacts.xlsx"'
+    return response
+
+
+class _Echo:
+    def write(self, value: str) -> str:
+        return value
+
+
+def _csv_response(queryset: Any) -> StreamingHttpResponse:
+    writer = csv.writer(_Echo())
+
+    def rows():
+        yield writer.writerow(EXPORT_COLUMNS)
+        for contact in queryset.order_by("pk").iterator(chunk_size=2000):
+            yield writer.writerow(_export_row(contact))
+
+    response = StreamingHttpResponse(rows(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = 'attachment; filename="contacts.csv"'
+    return response

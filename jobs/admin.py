@@ -1,8 +1,11 @@
 """Operators' view of the queue. Actions call the same services as the API."""
 
+from collections.abc import Callable
+
 from django import forms
 from django.contrib import admin, messages
 from django.utils import timezone
+from django.utils.html import format_html_join
 
 from accounts.admin_scoping import AccountScopedAdmin, StorableJSONField
 from accounts.domain.roles import Permission
@@ -11,6 +14,10 @@ from jobs.application.schedules import schedule_problems
 from jobs.domain.schedule import next_tick
 from jobs.domain.states import IllegalJobTransition
 from jobs.infrastructure.models import Job, Schedule
+
+# What a job carries, as links from its page: other apps append a function job -> [(label, url)], so the
+# queue links to (say) the workflow run a step's job moves without knowing workflows.
+job_links: list[Callable[[Job], list[tuple[str, str]]]] = []
 
 
 @admin.register(Job)
@@ -40,10 +47,17 @@ class JobAdmin(AccountScopedAdmin):  # jobs of no account (system jobs) are the 
     account_roles = {"view": Permission.VIEW_JOBS}  # "operate" is not listed: the superusers' alone
 
     def get_fields(self, request, obj=None):
-        fields = [f.name for f in Job._meta.fields]
+        fields = ["carries", *[f.name for f in Job._meta.fields]]
         if not request.user.is_superuser:
             fields.remove("payload")  # payloads may carry personal data
         return fields
+
+    @admin.display(description="carries")
+    def carries(self, job: Job) -> str:
+        links = [link for provider in job_links for link in provider(job)]
+        if not links:
+            return "—"
+        return format_html_join(", ", '<a href="{1}">{0}</a>', links)
 
     def get_readonly_fields(self, request, obj=None):
         return self.get_fields(request, obj)

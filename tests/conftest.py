@@ -11,7 +11,18 @@ def _on_postgres() -> bool:
     return settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
 
 
+def _has_chromium() -> bool:
+    import shutil
+
+    return bool((shutil.which("chromium") or shutil.which("chromium-browser")) and shutil.which("chromedriver"))
+
+
 def pytest_collection_modifyitems(config, items):
+    if not _has_chromium():
+        no_browser = pytest.mark.skip(reason="needs Chromium: apt-get install chromium chromium-driver")
+        for item in items:
+            if "browser" in item.keywords:
+                item.add_marker(no_browser)
     if _on_postgres():
         return
     skip = pytest.mark.skip(reason="PostgreSQL only (set DATABASE_URL to a PostgreSQL database)")
@@ -81,9 +92,12 @@ def start_worker(tmp_path):
 # --- CI guard: PostgreSQL-only tests must run when the database is PostgreSQL ---------
 _skipped_postgres_tests: list[str] = []
 _ran_postgres_tests: list[str] = []
+_skipped_browser_tests: list[str] = []
 
 
 def pytest_runtest_logreport(report):
+    if "browser" in report.keywords and report.skipped and _on_postgres():
+        _skipped_browser_tests.append(report.nodeid)
     if "postgres" not in report.keywords:
         return
     if report.skipped:
@@ -95,9 +109,16 @@ def pytest_runtest_logreport(report):
 def pytest_sessionfinish(session, exitstatus):
     import os
 
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if os.environ.get("RELAY_REQUIRE_BROWSER") == "1" and _skipped_browser_tests:
+        reporter.write_line(
+            f"CI GUARD FAILED: {len(_skipped_browser_tests)} browser tests were skipped on PostgreSQL "
+            f"(is chromium-driver installed?): {_skipped_browser_tests[:5]}",
+            red=True,
+        )
+        session.exitstatus = 1
     if os.environ.get("RELAY_REQUIRE_POSTGRES") != "1":
         return
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     problems = []
     if not _on_postgres():
         problems.append("RELAY_REQUIRE_POSTGRES=1 but DATABASE_URL is not PostgreSQL")

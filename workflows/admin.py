@@ -2,40 +2,59 @@
 
 Thin: forms check input with the same domain validation the services use
 (errors land on the field they name), saves and every action call
-WorkflowService and the run use cases (workflows.application.runs). Fenced by account (accounts.admin_scoping):
-a staff user sees, changes and starts runs of their accounts' workflows only.
+WorkflowService and the run use cases (workflows.application.runs). Fenced by account and role
+(accounts.admin_scoping): a staff user sees, changes and starts runs of their accounts' workflows only, as far as
+their role in each account allows.
 Published versions and log rows show webhook credentials redacted, as the API does.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from typing import Any, cast
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Model, QuerySet
-from django.forms.models import BaseInlineFormSet
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import get_object_or_404
+from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils.html import format_html
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
 
-from accounts.admin_scoping import AccountScopedAdmin, check_account
+from accounts.admin_scoping import AccountScopedAdmin, allowed_account_ids, check_account
 from accounts.domain.roles import Permission
+from accounts.infrastructure.models import Account
+from contacts.admin import contact_page_panels
+from contacts.admin_imports import ImportFollowUp, import_follow_ups
 from contacts.infrastructure.models import Contact
-from workflows.application.definitions import validation_context
+from jobs.admin import job_links
+from jobs.application.operations import jobs_carrying
+from jobs.infrastructure.models import Job
+from kernel.failures import JobError
+from workflows.admin_forms import actions as _step_forms  # noqa: F401 - registers today's step forms
+from workflows.admin_forms.context import BuilderContext, builder_context
+from workflows.admin_forms.steps import ACCOUNT_TAGS_LIST, STEP_FORMS, StepForm, StepFormSet, step_palette
+from workflows.admin_forms.summary import step_lines
+from workflows.admin_forms.workflow import EVENT_LABELS, WorkflowForm
+from workflows.application.enrollments import enrollment_job
 from workflows.application.errors import NotFound
+from workflows.application.previews import PreviewRefused, step_preview, step_send_test
+from workflows.application.runs.moves import RESUME_HANDLER, STEP_HANDLER
 from workflows.application.runs.operating import RUN_OPERATIONS, cancel_run, pause_run, resume_run, retry_run
 from workflows.application.runs.starting import start_run
-from workflows.application.selectors import has_unpublished_changes
-from workflows.application.workflows import WorkflowService, check_workflow
+from workflows.application.selectors import execution_list, has_unpublished_changes, run_timeline, workflow_versions
+from workflows.application.stats import workflow_run_counts, workflow_step_counts
+from workflows.application.workflows import WorkflowService
 from workflows.domain.errors import IllegalExecutionTransition, WorkflowDomainError, WorkflowValidationError
 from workflows.domain.redaction import shown_json, shown_step, shown_steps
-from workflows.domain.workflow import WorkflowStatus, parse_steps
+from workflows.domain.version_diff import diff_versions
+from workflows.domain.workflow import WorkflowStatus
 from workflows.infrastructure.models import (
     ExecutionLog,
     TriggerSource,
@@ -45,120 +64,17 @@ from workflows.infrastructure.models import (
     WorkflowVersion,
 )
 
-_STEP_PATH = re.compile(r"steps\[(\d+)\](?:\.(\w+))?(?:\.(.*))?")
-# Where a workflow-level error path is shown in the workflow form.
-_WORKFLOW_FIELDS = {
-    "name": "name",
-    "description": "description",
-    "trigger.type": "trigger_type",
-    "trigger.event": "trigger_event",
-    "trigger.tag": "trigger_tag",
-    "trigger.filter": "trigger_filter",
-    "reenrollment": "reenrollment",
-}
-
-
-# --- workflows ---------------------------------------------------------------------------------
-class WorkflowForm(forms.ModelForm):
-    class Meta:
-        model = Workflow
-        fields = [
-            "account",
-            "name",
-            "description",
-            "trigger_type",
-            "trigger_event",
-            "trigger_tag",
-            "trigger_filter",
-            "reenrollment",
-        ]
-
-    def clean(self) -> dict[str, Any]:
-        data = cast(dict[str, Any], super().clean())  # a ModelForm's clean() returns its cleaned_data
-        try:
-            check_workflow(
-                name=data.get("name", self.instance.name),
-                description=data.get("description", ""),
-                trigger={
-                    "type": data.get("trigger_type") or "manual",
-                    "event": data.get("trigger_event") or "",
-                    "tag": data.get("trigger_tag") or "",
-                    "filter": data.get("trigger_filter") or [],
-                },
-                reenrollment=data.get("reenrollment") or "never",
-                steps=[],  # the steps' own formset checks them
-            )
-        except WorkflowValidationError as exc:
-            for error in exc.errors:
-                field = _workflow_field(error.path)
-                message = error.reason if field and error.path == _field_path(field) else str(error)
-                self.add_error(field if field in self.fields else None, message)
-        return data
-
-
-def _workflow_field(path: str) -> str | None:
-    for prefix, field in _WORKFLOW_FIELDS.items():
-        if path == prefix or path.startswith(prefix + ".") or path.startswith(prefix + "["):
-            return field
-    return None
-
-
-def _field_path(field: str) -> str:
-    return next(p for p, f in _WORKFLOW_FIELDS.items() if f == field)
-
-
-class StepFormSet(BaseInlineFormSet):
-    """Checks the steps together, as they will run, and puts each error on the step and field it names."""
-
-    # Not Django's `ordered_forms` property (can_order is off here): the steps' forms in the order they will run.
-    def ordered_forms(self) -> list[forms.ModelForm]:  # type: ignore[override]
-        kept = [
-            form
-            for form in self.forms
-            if getattr(form, "cleaned_data", None)
-            and not form.cleaned_data.get("DELETE")
-            and form.cleaned_data.get("action_type")
-        ]
-        return sorted(kept, key=lambda f: (f.cleaned_data.get("position") is None, f.cleaned_data.get("position") or 0))
-
-    def steps(self) -> list[dict[str, Any]]:
-        return [
-            {
-                "name": form.cleaned_data.get("name") or "",
-                "action_type": form.cleaned_data["action_type"],
-                "config": form.cleaned_data.get("config") or {},
-            }
-            for form in self.ordered_forms()
-        ]
-
-    def clean(self) -> None:
-        super().clean()
-        if any(form.errors for form in self.forms):
-            return
-        ordered = self.ordered_forms()
-        try:
-            parse_steps(self.steps(), validation_context())
-        except WorkflowValidationError as exc:
-            for error in exc.errors:
-                match = _STEP_PATH.fullmatch(error.path)
-                if not match:
-                    raise ValidationError(str(error)) from None
-                form = ordered[int(match.group(1))]
-                part, rest = match.group(2), match.group(3)
-                if part == "config":
-                    form.add_error("config", f"{rest}: {error.reason}" if rest else error.reason)
-                elif part in ("name", "action_type"):
-                    form.add_error(part, error.reason)
-                else:
-                    form.add_error(None, error.reason if part is None else str(error))
-
 
 class WorkflowStepInline(admin.StackedInline):
+    """The steps, each edited through the form of its action (admin_forms.steps), in one card per step."""
+
     model = WorkflowStep
+    form = StepForm
     formset = StepFormSet
-    extra = 1
-    fields = ("position", "name", "action_type", "config")
+    extra = 0
+    fields = ("position", "name", "action_type", "config_mode", "config_json")
     ordering = ("position", "id")
+    template = "admin/workflows/workflow/steps_inline.html"
     # Who may only look (view permission, or an archived workflow) sees webhook credentials redacted.
     shown_fields = ("position", "name", "action_type", "config_shown")
 
@@ -188,16 +104,7 @@ class WorkflowVersionInline(admin.TabularInline):
     model = WorkflowVersion
     extra = 0
     can_delete = False
-    fields = (
-        "number",
-        "created_at",
-        "created_by",
-        "trigger_type",
-        "trigger_event",
-        "reenrollment",
-        "step_names",
-        "steps_shown",
-    )
+    fields = ("number", "created_at", "created_by", "trigger_type", "trigger_event", "reenrollment", "steps_shown")
     readonly_fields = fields
     ordering = ("-number",)
     verbose_name_plural = "published versions"
@@ -208,14 +115,31 @@ class WorkflowVersionInline(admin.TabularInline):
 
     @admin.display(description="steps as published")
     def steps_shown(self, version: WorkflowVersion) -> str:
-        """The frozen steps with webhook URLs cut to their host and secret headers and body values hidden."""
-        return format_html("<code>{}</code>", json.dumps(shown_steps(version.steps), ensure_ascii=False)[:4000])
+        """The frozen steps in words, webhook URLs cut to their host and secret headers and body values hidden."""
+        items = []
+        for step in shown_steps(version.steps)[:100]:
+            form = STEP_FORMS.get(step.get("action_type", ""))
+            kind = form.label if form else step.get("action_type", "?")
+            lines = step_lines(step.get("action_type", ""), step.get("config") or {})
+            detail = "; ".join(f"{label}: {value}"[:160] for label, value in lines[:3])
+            items.append((step.get("name") or kind, detail))
+        return format_html_join("", "<div><strong>{}</strong> · {}</div>", items)
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+def _recent_contacts(account_id: int | None) -> list[dict[str, Any]]:
+    """The contacts a preview offers first (any other is found by email or id)."""
+    if account_id is None:
+        return []
+    return [
+        dict(row)
+        for row in Contact.objects.filter(account_id=account_id).order_by("-id").values("pk", "email", "phone")[:50]
+    ]
 
 
 class StartRunForm(forms.Form):
@@ -248,14 +172,25 @@ class StartRunForm(forms.Form):
 class WorkflowAdmin(AccountScopedAdmin):
     form = WorkflowForm
     inlines = [WorkflowStepInline, WorkflowVersionInline]
-    list_display = ("name", "account", "status", "trigger", "live_version", "unpublished_changes", "updated_at")
+    list_display = ("name", "account", "status_badge", "trigger", "live_version", "unpublished_changes", "updated_at")
     list_filter = ("status", "trigger_type", ("account", admin.RelatedOnlyFieldListFilter))
     search_fields = ("name", "description", "trigger_event")
-    readonly_fields = ("status", "current_version", "created_at", "updated_at")
+    readonly_fields = ("status", "current_version", "created_at", "updated_at", "who_enters", "again")
     fieldsets = (
-        (None, {"fields": ("account", "name", "description", "status", "current_version")}),
-        ("Trigger", {"fields": ("trigger_type", "trigger_event", "trigger_tag", "trigger_filter", "reenrollment")}),
-        ("History", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
+        (None, {"fields": ("account", "name", "description")}),
+        (
+            "Who enters",
+            {
+                "fields": (
+                    "trigger_type",
+                    "trigger_event",
+                    "trigger_custom_event",
+                    "trigger_tag",
+                    "trigger_filter",
+                    "reenrollment",
+                )
+            },
+        ),
     )
     actions = ["publish", "pause", "activate", "archive", "restore", "start_run"]
     account_roles = {
@@ -271,30 +206,150 @@ class WorkflowAdmin(AccountScopedAdmin):
             return workflow.trigger_type
         return f"{workflow.trigger_event}" + (f" ({workflow.trigger_tag})" if workflow.trigger_tag else "")
 
+    @admin.display(description="who enters")
+    def who_enters(self, workflow: Workflow) -> str:
+        if workflow.trigger_type == "manual":
+            return "Contacts started by hand, from this admin"
+        if workflow.trigger_type == "api":
+            return "Contacts your app starts through the API"
+        event = EVENT_LABELS.get(workflow.trigger_event, f"the event {workflow.trigger_event}")
+        tag = f" (tag {workflow.trigger_tag})" if workflow.trigger_tag else ""
+        conditions = len(workflow.trigger_filter or [])
+        only = f", if {conditions} condition{'s' if conditions != 1 else ''} hold" if conditions else ""
+        return f"When {event[:1].lower() + event[1:]}{tag}{only}"
+
+    @admin.display(description="can a contact enter again")
+    def again(self, workflow: Workflow) -> str:
+        return {
+            "never": "No: each contact goes through once",
+            "after_finish": "Yes, once their previous run has finished",
+            "always": "Yes, even while a previous run is still going",
+        }.get(workflow.reenrollment, workflow.reenrollment)
+
     @admin.display(description="live version")
     def live_version(self, workflow: Workflow) -> str:
         return f"v{workflow.current_version.number}" if workflow.current_version else "-"
 
-    @admin.display(description="unpublished changes", boolean=True)
-    def unpublished_changes(self, workflow: Workflow) -> bool:
-        return has_unpublished_changes(workflow)
+    @admin.display(description="unpublished changes")
+    def unpublished_changes(self, workflow: Workflow) -> str:
+        if not has_unpublished_changes(workflow):
+            return "—"
+        return "yes: not live yet" if workflow.current_version is None else "yes: draft differs from the live version"
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, workflow: Workflow) -> str:
+        return format_html('<span class="relay-badge relay-badge-{}">{}</span>', workflow.status, workflow.status)
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None):
+        return super().changelist_view(request, {"title": "Workflows", **(extra_context or {})})
+
+    def get_inlines(self, request: HttpRequest, obj: Workflow | None) -> list:
+        """The published versions' table only once there is a version (the history page has them all)."""
+        has_versions = obj is not None and obj.pk and obj.current_version_id is not None
+        return [WorkflowStepInline, *([WorkflowVersionInline] if has_versions else [])]
 
     def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         if isinstance(obj, Workflow) and obj.status == WorkflowStatus.ARCHIVED:
             return False  # archived workflows are read-only; restore one to edit it
         return super().has_change_permission(request, obj)
 
+    def get_fieldsets(self, request: HttpRequest, obj: Workflow | None = None) -> Any:
+        if obj is not None and not self.has_change_permission(request, obj):
+            return (
+                (None, {"fields": ("account", "name", "description", "status", "current_version")}),
+                ("Who enters", {"fields": ("who_enters", "again")}),
+            )
+        return super().get_fieldsets(request, obj)
+
+    # --- the builder's context: the account's tags, custom fields, time zone and events ----------
+    def builder_for(self, request: HttpRequest, obj: Workflow | None) -> BuilderContext:
+        cached = getattr(request, "_relay_builder", None)
+        if cached is not None:
+            return cached
+        account = obj.account if obj is not None and obj.pk else self._account_being_added(request)
+        builder = builder_context(account)
+        request._relay_builder = builder  # type: ignore[attr-defined]
+        return builder
+
+    def _account_being_added(self, request: HttpRequest) -> Account | None:
+        """The account a new workflow is for: the one posted, else the user's only account."""
+        accounts = self.get_queryset(request).model.account.field.related_model.objects.all()
+        ids = allowed_account_ids(request)
+        if ids is not None:
+            accounts = accounts.filter(pk__in=ids)
+        posted = request.POST.get("account") or request.GET.get("account")
+        if posted and str(posted).isdigit():
+            return accounts.filter(pk=int(posted)).first()
+        return accounts.first() if accounts.count() == 1 else None
+
+    def get_form(self, request: HttpRequest, obj: Workflow | None = None, change: bool = False, **kwargs: Any) -> Any:
+        form_class = super().get_form(request, obj, change, **kwargs)
+        builder = self.builder_for(request, obj)
+
+        class WorkflowFormForAccount(form_class):  # type: ignore[misc, valid-type]
+            def __init__(self, *args: Any, **inner: Any) -> None:
+                super().__init__(*args, builder=builder, **inner)
+
+        return WorkflowFormForAccount
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        initial = super().get_changeform_initial_data(request)
+        account = self._account_being_added(request)
+        if account is not None:
+            initial.setdefault("account", str(account.pk))
+        return initial
+
+    def get_formset_kwargs(self, request: HttpRequest, obj: Any, inline: Any, prefix: str) -> dict[str, Any]:
+        kwargs = super().get_formset_kwargs(request, obj, inline, prefix)
+        if isinstance(inline, WorkflowStepInline):
+            kwargs["form_kwargs"] = {"builder": self.builder_for(request, obj)}
+        return kwargs
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Workflow | None = None,
+    ) -> HttpResponse:
+        builder = self.builder_for(request, obj)
+        context.update(
+            builder=builder,
+            builder_json={
+                "variables": builder.variables(),
+                "tags": list(builder.tags),
+                "previewUrl": reverse("admin:workflows_workflow_preview"),
+                "sendTestUrl": reverse("admin:workflows_workflow_send_test"),
+                "accountId": builder.account_id,
+                "workflowId": obj.pk if obj is not None else None,
+            },
+            step_palette=step_palette(),
+            may_start=self.has_start_permission(request, obj if obj is not None and obj.pk else None),
+            account_tags_list=ACCOUNT_TAGS_LIST,
+            live_version=obj.current_version if obj is not None else None,
+            draft_differs=obj is not None and obj.pk and has_unpublished_changes(obj),
+            preview_contacts=_recent_contacts(builder.account_id),
+            readonly_steps=[
+                {
+                    "name": step.name,
+                    "kind": STEP_FORMS[step.action_type].label
+                    if step.action_type in STEP_FORMS
+                    else step.get_action_type_display(),
+                    "lines": step_lines(step.action_type, shown_step(step.as_dict())["config"]),
+                }
+                for step in (obj.steps.order_by("position", "id") if obj is not None and obj.pk else [])
+            ],
+        )
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
     # --- saving through the service --------------------------------------------------------
     # This admin is registered for Workflow only: it narrows the scoped admin's Model.
     def save_model(self, request: HttpRequest, obj: Workflow, form: WorkflowForm, change: bool) -> None:  # type: ignore[override]
         check_account(request, obj)  # the form offers only the user's accounts; this is the last word
         data = form.cleaned_data
-        trigger = {
-            "type": data["trigger_type"],
-            "event": data.get("trigger_event") or "",
-            "tag": data.get("trigger_tag") or "",
-            "filter": data.get("trigger_filter") or [],
-        }
+        trigger = form.trigger()
         service = WorkflowService()
         if change:
             saved = service.update(
@@ -346,7 +401,9 @@ class WorkflowAdmin(AccountScopedAdmin):
         except WorkflowDomainError as exc:
             self.message_user(request, f"Not published: {exc}", messages.ERROR)
         else:
-            self.message_user(request, f"Published “{workflow}” as version {version.number}.", messages.SUCCESS)
+            self.message_user(
+                request, f"Published “{workflow}” as version {version.number}: new runs use it.", messages.SUCCESS
+            )
 
     # --- actions -------------------------------------------------------------------------------
     @admin.action(description="Publish selected workflows (freeze the draft as a new version)", permissions=["change"])
@@ -399,8 +456,160 @@ class WorkflowAdmin(AccountScopedAdmin):
                 self.admin_site.admin_view(self.start_run_view),
                 name="workflows_workflow_start",
             ),
+            path(
+                "<int:workflow_id>/versions/",
+                self.admin_site.admin_view(self.versions_view),
+                name="workflows_workflow_versions",
+            ),
+            path(
+                "<int:workflow_id>/stats/",
+                self.admin_site.admin_view(self.stats_view),
+                name="workflows_workflow_stats",
+            ),
+            path("preview/", self.admin_site.admin_view(self.preview_view), name="workflows_workflow_preview"),
+            path("send-test/", self.admin_site.admin_view(self.send_test_view), name="workflows_workflow_send_test"),
             *super().get_urls(),
         ]
+
+    # --- version history and statistics -------------------------------------------------------------
+    def _viewable(self, request: HttpRequest, workflow_id: int) -> Workflow:
+        workflow = get_object_or_404(self.get_queryset(request), pk=workflow_id)  # another account's: 404
+        if not self.has_view_permission(request, workflow):
+            raise PermissionDenied
+        return workflow
+
+    def versions_view(self, request: HttpRequest, workflow_id: int) -> HttpResponse:
+        """Every published version, and what changed between any two of them (or the draft)."""
+        workflow = self._viewable(request, workflow_id)
+        versions = list(workflow_versions(workflow_id=workflow.pk))
+        shapes: dict[str, dict[str, Any]] = {
+            str(v.number): {"trigger": v.trigger_dict(), "reenrollment": v.reenrollment, "steps": shown_steps(v.steps)}
+            for v in versions
+        }
+        draft: list[Mapping[str, Any]] = [s.as_dict() for s in workflow.steps.order_by("position", "id")]
+        shapes["draft"] = {
+            "trigger": workflow.trigger_dict(),
+            "reenrollment": workflow.reenrollment,
+            "steps": shown_steps(draft),
+        }
+        live = str(workflow.current_version.number) if workflow.current_version else None
+        newest = str(versions[0].number) if versions else "draft"
+        default_a = str(versions[1].number) if len(versions) > 1 else (live or "draft")
+        default_b = "draft" if has_unpublished_changes(workflow) and versions else newest
+        a, b = request.GET.get("a", default_a), request.GET.get("b", default_b)
+        if a not in shapes or b not in shapes:
+            a, b = default_a, default_b
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Version history of “{workflow}”",
+            "workflow": workflow,
+            "opts": self.model._meta,
+            "versions": versions,
+            "live": live,
+            "choices": [*shapes.keys()],
+            "a": a,
+            "b": b,
+            "changes": diff_versions(shapes[a], shapes[b]),
+        }
+        return TemplateResponse(request, "admin/workflows/workflow/versions.html", context)
+
+    def stats_view(self, request: HttpRequest, workflow_id: int) -> HttpResponse:
+        workflow = self._viewable(request, workflow_id)
+        now = timezone.now()
+        windows = [("Last 24 hours", now - timedelta(hours=24)), ("Last 30 days", now - timedelta(days=30))]
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Statistics of “{workflow}”",
+            "workflow": workflow,
+            "opts": self.model._meta,
+            "windows": [
+                {
+                    "label": label,
+                    "runs": workflow_run_counts(workflow_id=workflow.pk, since=since),
+                    "steps": [
+                        {
+                            "counts": counts,
+                            "label": counts.name
+                            or (STEP_FORMS[counts.action_type].label if counts.action_type in STEP_FORMS else ""),
+                            "kind": STEP_FORMS[counts.action_type].label
+                            if counts.action_type in STEP_FORMS
+                            else counts.action_type,
+                        }
+                        for counts in workflow_step_counts(workflow_id=workflow.pk, since=since)
+                    ],
+                }
+                for label, since in windows
+            ],
+        }
+        return TemplateResponse(request, "admin/workflows/workflow/stats.html", context)
+
+    # --- preview and test send (POST: the step card's own fields) ----------------------------------
+    def _posted_step(self, request: HttpRequest) -> tuple[Account, StepForm, dict[str, Any] | None, int | None]:
+        """The account, the step form as posted, its config (None when the form refused it) and the contact."""
+        if request.method != "POST":
+            raise Http404("POST the step's fields.")
+        account_ids = allowed_account_ids(request)
+        raw_account = request.POST.get("account", "")
+        if not raw_account.isdigit() or (account_ids is not None and int(raw_account) not in account_ids):
+            raise Http404("No such account.")
+        account = get_object_or_404(Account, pk=int(raw_account))
+        prefix = request.POST.get("step_prefix", "")
+        if not prefix.startswith("steps-"):
+            raise Http404("No step.")
+        form = StepForm(request.POST, prefix=prefix, builder=builder_context(account))
+        config = form.cleaned_data.get("config") if form.is_valid() else None
+        raw_contact = request.POST.get("contact", "").strip()
+        contacts = Contact.objects.filter(account_id=account.pk)
+        if raw_contact.isdigit():
+            contact = contacts.filter(pk=int(raw_contact)).first()
+        elif raw_contact:
+            contact = contacts.filter(email__iexact=raw_contact).first()
+        else:
+            contact = contacts.order_by("-id").first()
+        return account, form, config, contact.pk if contact else None
+
+    def preview_view(self, request: HttpRequest) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        account, form, config, contact_id = self._posted_step(request)
+        preview = None
+        if config is None:
+            chosen = form.chosen_form
+            problems = [str(e) for errors in chosen.errors.values() for e in errors] if chosen else []
+            problems = problems or ["Fix the step's settings first."]
+        else:
+            preview = step_preview(
+                account_id=account.pk,
+                action_type=form.cleaned_data["action_type"],
+                config=config,
+                contact_id=contact_id,
+            )
+            problems = preview.problems
+        context = {"preview": preview, "problems": problems}
+        return TemplateResponse(request, "admin/workflows/workflow/preview.html", context)
+
+    def send_test_view(self, request: HttpRequest) -> JsonResponse:
+        if not self.has_change_permission(request):
+            raise PermissionDenied
+        account, form, config, contact_id = self._posted_step(request)
+        if not self.role_allows(request, "change", account):  # a member whose role there builds no workflows
+            raise PermissionDenied
+        if config is None:
+            return JsonResponse({"ok": False, "message": "Fix the step's settings first."}, status=400)
+        try:
+            result = step_send_test(
+                account_id=account.pk,
+                action_type=form.cleaned_data["action_type"],
+                config=config,
+                to=request.POST.get("to", ""),
+                contact_id=contact_id,
+            )
+        except PreviewRefused as exc:
+            return JsonResponse({"ok": False, "message": str(exc)}, status=400)
+        except JobError as exc:
+            return JsonResponse({"ok": False, "message": f"Not sent: {exc}"}, status=502)
+        where = request.POST.get("to", "").strip()
+        return JsonResponse({"ok": True, "message": f"Test sent to {where} ({result.provider})."})
 
     def start_run_view(self, request: HttpRequest, workflow_id: int) -> HttpResponse:
         # Another account's workflow is a 404, like a missing one; its contacts are then out of reach too.
@@ -472,15 +681,73 @@ class ExecutionLogInline(admin.TabularInline):
         return False
 
 
+class VersionFilter(admin.SimpleListFilter):
+    title = "version"
+    parameter_name = "version_number"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        numbers = (
+            WorkflowVersion.objects.filter(executions__in=model_admin.get_queryset(request))
+            .order_by("number")
+            .values_list("number", flat=True)
+            .distinct()[:50]
+        )
+        return [(str(n), f"v{n}") for n in numbers]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        value = self.value()
+        return queryset.filter(version__number=int(value)) if value and value.isdigit() else queryset
+
+
+def contact_runs_panel(request: HttpRequest, contact: Contact) -> str:
+    """A contact's runs, on the contact's page (contacts.admin.contact_page_panels)."""
+    if not request.user.has_perm("workflows.view_workflowexecution"):
+        return ""
+    runs = execution_list(account_id=contact.account_id, contact_id=contact.pk)[:50]
+    return render_to_string("admin/workflows/contact_runs.html", {"runs": runs, "contact": contact}, request)
+
+
+contact_page_panels.append(contact_runs_panel)
+
+
+def _enroll_field(account_id: int) -> forms.Field:
+    workflows = Workflow.objects.filter(account_id=account_id, status=WorkflowStatus.ACTIVE).order_by("name")
+    return forms.ModelChoiceField(
+        queryset=workflows,
+        required=False,
+        empty_label="— don't enroll them —",
+        label="Then enroll them into",
+        help_text="Every imported contact starts this workflow, at the pace the account's limit of runs allows.",
+    )
+
+
+def _enroll_jobs(workflow: Workflow, *, import_id: int, account_id: int, user_id: int | None) -> list:
+    return [enrollment_job(account_id=account_id, workflow_id=workflow.pk, import_id=import_id, started_by_id=user_id)]
+
+
+import_follow_ups.append(ImportFollowUp(name="enroll", field=_enroll_field, jobs=_enroll_jobs))
+
+
+def _run_links(job: Any) -> list[tuple[str, str]]:
+    """A workflow step's job links to the run it carries (jobs.admin.job_links)."""
+    run_id = (job.payload or {}).get("execution_id") if isinstance(job.payload, dict) else None
+    if job.handler not in (STEP_HANDLER, RESUME_HANDLER) or not run_id:
+        return []
+    return [(f"Run {run_id}", reverse("admin:workflows_workflowexecution_change", args=[run_id]))]
+
+
+job_links.append(_run_links)
+
+
 @admin.register(WorkflowExecution)
 class WorkflowExecutionAdmin(AccountScopedAdmin):
-    inlines = [ExecutionLogInline]
+    inlines = []  # the change page's timeline shows every attempt (ExecutionLogInline stays for reuse)
     list_display = (
         "id",
         "workflow",
         "version_number",
         "contact",
-        "status",
+        "status_badge",
         "progress",
         "retry_count",
         "resume_at",
@@ -489,18 +756,21 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
     )
     list_filter = (
         "status",
-        "trigger_source",
         ("workflow", admin.RelatedOnlyFieldListFilter),
+        VersionFilter,
+        "trigger_source",
+        ("created_at", admin.DateFieldListFilter),
         ("account", admin.RelatedOnlyFieldListFilter),
     )
-    search_fields = ("=id", "=idempotency_key", "contact__email", "workflow__name")
+    search_fields = ("=id", "=idempotency_key", "contact__email", "contact__phone", "workflow__name")
+    search_help_text = "Search by the contact's email or phone, the workflow's name, or a run id."
     list_select_related = ("workflow", "version", "contact")
     date_hierarchy = "created_at"
     show_full_result_count = False
     actions = ["pause_runs", "resume_runs", "cancel_runs", "retry_runs"]
     account_roles = {"operate": Permission.RUN_WORKFLOWS}
     change_form_template = "admin/workflows/workflowexecution/change_form.html"
-    fields = (
+    _detail_fields = (
         "id",
         "account",
         "workflow",
@@ -527,11 +797,51 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
         "context",
         "next_job_id",
     )
-    readonly_fields = fields
+    readonly_fields = _detail_fields
+    fieldsets = (("Details", {"fields": _detail_fields, "classes": ("collapse",)}),)
 
     @admin.display(description="version")
     def version_number(self, execution: WorkflowExecution) -> str:
         return f"v{execution.version.number}"
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None):
+        return super().changelist_view(request, {"title": "Runs", **(extra_context or {})})
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None):
+        execution = self.get_object(request, object_id)
+        extra = dict(extra_context or {})
+        if execution is not None:
+            jobs = jobs_carrying(payload_key="execution_id", value=str(execution.pk))
+            pending = next((j for j in jobs if j.status in ("pending", "retrying")), None)
+            job_admin = self.admin_site.get_model_admin(Job)  # jobs are shown to a role that may see jobs
+            shown_jobs = [job for job in jobs if job_admin.has_view_permission(request, job)]
+            timeline = run_timeline(execution=execution)
+            steps = execution.version.steps
+            for step in timeline:
+                form = STEP_FORMS.get(step.action_type)
+                step.label = step.name or (form.label if form else step.action_type)
+                config = shown_step(steps[step.index])["config"] if step.index < len(steps) else {}
+                lines = step_lines(step.action_type, config)
+                step.summary = f"{lines[0][0]}: {lines[0][1]}"[:140] if lines else ""
+                for attempt in step.attempts:
+                    # stored redacted already; shown through the API's rule again (an attribute for the page only)
+                    shown = json.dumps(shown_json(attempt.response_data), indent=2)[:4000]
+                    attempt.shown_response = shown  # type: ignore[attr-defined]
+            extra.update(
+                timeline=timeline,
+                run_jobs=shown_jobs,
+                retrying_at=pending.run_at
+                if pending and execution.retry_count and execution.status == "queued"
+                else None,
+                live=execution.status in ("queued", "active", "waiting"),
+                may_operate=self.has_operate_permission(request, execution),
+                title=f"Run of “{execution.workflow}” for {execution.contact}",
+            )
+        return super().change_view(request, object_id, form_url, extra)
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, execution: WorkflowExecution) -> str:
+        return format_html('<span class="relay-badge relay-badge-{}">{}</span>', execution.status, execution.status)
 
     @admin.display(description="step")
     def progress(self, execution: WorkflowExecution) -> str:
@@ -569,15 +879,19 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
         self._apply(request, queryset, retry_run, "retried")
 
     def _apply(self, request: HttpRequest, queryset: QuerySet[WorkflowExecution], service, verb: str) -> None:
+        """Each run through the service; one message with how many changed, and why the others did not."""
         done = 0
+        refused: dict[str, int] = {}
         for execution_id in queryset.values_list("pk", flat=True):
             try:
                 service(execution_id=execution_id)
                 done += 1
             except (IllegalExecutionTransition, NotFound) as exc:
-                self.message_user(request, f"run {execution_id}: {exc}", messages.WARNING)
-        if done:
-            self.message_user(request, f"{done} run(s) {verb}.", messages.SUCCESS)
+                reason = str(exc)
+                refused[reason] = refused.get(reason, 0) + 1
+        level = messages.SUCCESS if done and not refused else messages.WARNING
+        why = "; ".join(f"{n} not: {reason}" for reason, n in sorted(refused.items(), key=lambda item: -item[1]))
+        self.message_user(request, f"{done} run(s) {verb}." + (f" {why}." if why else ""), level)
 
     def get_urls(self):
         return [

@@ -5,6 +5,7 @@ from typing import Any
 
 from jobs.application.context import JobContext
 from jobs.application.registry import BatchItem, DeadLetter, batch_handler, job_handler, on_dead_letter
+from workflows.application import enrollments  # noqa: F401 - registers workflows.enroll_contacts
 from workflows.application.runs.batches import run_steps
 from workflows.application.runs.moves import RESUME_HANDLER, STEP_HANDLER
 from workflows.application.runs.operating import job_died, reconcile_stranded

@@ -1,6 +1,7 @@
 """Tenants and membership."""
 
 from email.utils import parseaddr
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -20,6 +21,18 @@ def validate_from_email(value: str) -> None:
     validate_email(address)
 
 
+def validate_time_zone(value: str) -> None:
+    """An IANA time zone name (Europe/Paris, America/New_York, UTC)."""
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValidationError("must be a time zone name such as Europe/Paris or America/New_York") from None
+
+
+def time_zone_choices() -> list[tuple[str, str]]:
+    return [(name, name.replace("_", " ")) for name in sorted(available_timezones())]
+
+
 class Account(models.Model):
     """A tenant. Every contact, workflow, run and job belongs to one."""
 
@@ -36,6 +49,13 @@ class Account(models.Model):
         default="",
         validators=[validate_from_email],
         help_text="Sender of this account's email, e.g. Acme <news@acme.example>. Blank: the site default.",
+    )
+    # Where the account's marketers live: the admin shows times and reads dates (a wait "until") in it.
+    time_zone = models.CharField(
+        max_length=64,
+        default="UTC",
+        validators=[validate_time_zone],
+        help_text="The account's time zone, e.g. Europe/Paris: dates in the workflow builder are read in it.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

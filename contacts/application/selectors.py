@@ -6,7 +6,7 @@ from django.db.models import QuerySet
 
 from contacts.domain.model import normalize_tag
 from contacts.infrastructure.models import Contact
-from contacts.infrastructure.queries import having_tag
+from contacts.infrastructure.queries import distinct_custom_fields, distinct_tags, having_tag
 
 
 def contact_get(*, account_id: int, contact_id: int) -> Contact:
@@ -42,3 +42,18 @@ def contact_list(
     if created_before is not None:
         query = query.filter(created_at__lt=created_before)
     return query
+
+
+def account_tags(*, account_id: int, limit: int = 1000) -> list[str]:
+    """Every tag in use in the account (for tag pickers), alphabetical."""
+    return distinct_tags(account_id, limit)
+
+
+def account_custom_fields(*, account_id: int, limit: int = 200) -> list[str]:
+    """Every custom field name in use in the account (for the personalisation picker), alphabetical."""
+    return distinct_custom_fields(account_id, limit)
+
+
+def with_tag(queryset: QuerySet[Contact], tag: str) -> QuerySet[Contact]:
+    """`queryset` cut to the contacts carrying `tag` (normalized first; ContactError if it cannot be a tag)."""
+    return having_tag(queryset, normalize_tag(tag))

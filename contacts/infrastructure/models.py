@@ -1,5 +1,6 @@
 """The CRM side: contacts and their consent history."""
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
@@ -59,3 +60,44 @@ class ConsentChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.channel} {'opt-out' if self.opted_out else 'opt-in'} via {self.source}"
+
+
+class ContactImport(models.Model):
+    """A spreadsheet of contacts on its way in: uploaded, mapped, checked, then imported whole or not at all."""
+
+    class Status(models.TextChoices):
+        UPLOADED = "uploaded", "waiting for its columns to be mapped"
+        QUEUED = "queued", "queued"
+        CHECKING = "checking", "being checked"
+        CHECKED = "checked", "checked: ready to import"
+        REFUSED = "refused", "refused: nothing was imported"
+        IMPORTED = "imported", "imported"
+
+    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+    )
+    filename = models.CharField(max_length=255)
+    content = models.BinaryField()  # the file as uploaded; emptied once imported
+    header = models.JSONField(default=list)
+    sample = models.JSONField(default=list)  # the first rows, for the mapping page
+    row_count = models.PositiveIntegerField(default=0)
+    mapping = models.JSONField(default=list)  # one target per column (contacts.domain.imports)
+    options = models.JSONField(default=dict)  # existing: update|skip, tag, then: [job specs]
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.UPLOADED)
+    problems = models.JSONField(default=list)  # [{"row", "column", "message"}], the first ones
+    problem_count = models.PositiveIntegerField(default=0)
+    created_count = models.PositiveIntegerField(default=0)
+    updated_count = models.PositiveIntegerField(default=0)
+    skipped_count = models.PositiveIntegerField(default=0)
+    contact_ids = models.JSONField(default=list)  # the contacts it created or updated, for what follows
+    follow_up = models.CharField(max_length=500, blank=True, default="")  # what follows says how it goes
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        app_label = "contacts"
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"import of {self.filename}"

@@ -24,3 +24,39 @@ def having_tag(queryset: QuerySet[Contact], tag: str) -> QuerySet[Contact]:
         output_field=BooleanField(),
     )
     return queryset.filter(holds)
+
+
+def distinct_tags(account_id: int, limit: int) -> list[str]:
+    """The tags the account's contacts carry, alphabetical, at most `limit` of them."""
+    table = connection.ops.quote_name(Contact._meta.db_table)
+    if connection.vendor == "postgresql":
+        sql = (
+            f"SELECT DISTINCT t FROM {table}, jsonb_array_elements_text({table}.tags) AS t "  # noqa: S608
+            "WHERE account_id = %s AND jsonb_typeof(tags) = 'array' ORDER BY t LIMIT %s"
+        )
+    else:
+        sql = (
+            f"SELECT DISTINCT j.value FROM {table}, json_each({table}.tags) AS j "  # noqa: S608
+            "WHERE account_id = %s ORDER BY j.value LIMIT %s"
+        )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [account_id, limit])
+        return [str(row[0]) for row in cursor.fetchall()]
+
+
+def distinct_custom_fields(account_id: int, limit: int) -> list[str]:
+    """The custom field names the account's contacts have, alphabetical, at most `limit` of them."""
+    table = connection.ops.quote_name(Contact._meta.db_table)
+    if connection.vendor == "postgresql":
+        sql = (
+            f"SELECT DISTINCT k FROM {table}, jsonb_object_keys({table}.custom_fields) AS k "  # noqa: S608
+            "WHERE account_id = %s AND jsonb_typeof(custom_fields) = 'object' ORDER BY k LIMIT %s"
+        )
+    else:
+        sql = (
+            f"SELECT DISTINCT j.key FROM {table}, json_each({table}.custom_fields) AS j "  # noqa: S608
+            "WHERE account_id = %s ORDER BY j.key LIMIT %s"
+        )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [account_id, limit])
+        return [str(row[0]) for row in cursor.fetchall()]

@@ -6,6 +6,9 @@ VOICE_PROVIDER (console | twilio) for SMS and calls. The webhook client is
 always the signed, SSRF-guarded one.
 """
 
+import concurrent.futures
+from urllib.parse import urlsplit
+
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
@@ -13,10 +16,11 @@ from accounts.models import Account
 from integrations.application.secrets import webhook_signing_secrets_cached
 from integrations.application.unsubscribe import unsubscribe_url
 from integrations.domain.channels import EmailChannel, SmsChannel, VoiceChannel, WebhookClient
+from integrations.domain.ssrf import AllowList, TargetRefused, vet_target
 from integrations.infrastructure.console import ConsoleSmsChannel, ConsoleVoiceChannel
 from integrations.infrastructure.email import DjangoMailEmailChannel
 from integrations.infrastructure.twilio import TwilioSmsChannel, TwilioVoiceChannel
-from integrations.infrastructure.webhooks import RequestsWebhookClient
+from integrations.infrastructure.webhooks import RequestsWebhookClient, system_resolve
 
 PROVIDERS = ("console", "twilio")
 
@@ -41,6 +45,40 @@ def voice_channel() -> VoiceChannel:
 
 def webhook_client() -> WebhookClient:
     return RequestsWebhookClient(signing_secrets=_signing_secrets)
+
+
+SAVE_TIME_RESOLVE_SECONDS = 2.0
+_resolver_pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="relay-vet")
+
+
+def webhook_target_problem(url: str) -> str | None:
+    """Why the webhook client's SSRF guard would refuse `url`'s host, or None: asked when a workflow is saved.
+
+    The same rule and allow-list (WEBHOOK_ALLOWED_HOSTS) as at send time. A name that does not resolve now
+    (or not within two seconds) is not refused: it may resolve where the workers run, and the guard checks
+    again before every request.
+    """
+    try:
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+    except ValueError:
+        return None  # the URL's own rules name it
+    host = parts.hostname or ""
+    if not host:
+        return None
+    allow_list = AllowList.parse(getattr(settings, "WEBHOOK_ALLOWED_HOSTS", None))
+
+    def resolve(name: str, on_port: int) -> list[str]:
+        future = _resolver_pool.submit(system_resolve, name, on_port)
+        return future.result(timeout=SAVE_TIME_RESOLVE_SECONDS)
+
+    try:
+        vet_target(host, port, allow_list=allow_list, resolve=resolve)
+    except TargetRefused as exc:
+        return str(exc)
+    except Exception:  # no answer from DNS now: decided at send time
+        return None
+    return None
 
 
 def _provider(name: str, default: str) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 from uuid import UUID
 
 from django.db import IntegrityError, transaction
-from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Q, QuerySet
+from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Min, Q, QuerySet
 from django.utils import timezone
 
 from jobs.domain.states import JobStatus, check_cancel, check_manual_retry
@@ -163,3 +163,68 @@ def job_purge(*, retention_days: float | None, dead_letter_retention_days: float
                 break
             deleted += Job.objects.filter(finished_before, pk__in=ids).delete()[0]
     return deleted
+
+
+@dataclass(frozen=True)
+class QueueOverview:
+    """The queue at a glance, for the operators' dashboard: from the table at the moment of asking."""
+
+    by_status: dict[str, int]
+    by_queue: dict[str, dict[str, int]]
+    due: int
+    oldest_due_at: datetime | None
+    finished_in_window: int  # completed, failed or dead since the window's start
+    failed_in_window: int  # failed or dead since the window's start
+    running_by_account: dict[int, int]
+    workers_seen: list[str]  # workers holding a job, or that started one in the last minute
+
+
+def queue_overview(*, account_ids: frozenset[int] | None, since: datetime) -> QueueOverview:
+    """`account_ids` None: every account's jobs and the system's; else only those accounts' jobs."""
+    from jobs.domain.states import DUE_STATES
+
+    now = timezone.now()
+    jobs = Job.objects.all()
+    if account_ids is not None:
+        jobs = jobs.filter(account_id__in=account_ids)
+    by_status = {row["status"]: row["n"] for row in jobs.order_by().values("status").annotate(n=Count("id"))}
+    by_queue: dict[str, dict[str, int]] = {}
+    for row in jobs.order_by().values("queue", "status").annotate(n=Count("id")):
+        by_queue.setdefault(row["queue"], {})[row["status"]] = row["n"]
+    due = jobs.filter(status__in=sorted(DUE_STATES), run_at__lte=now).order_by()
+    counted = jobs.filter(
+        Q(status=JobStatus.COMPLETED, completed_at__gte=since)
+        | Q(status__in=[JobStatus.FAILED, JobStatus.DEAD], failed_at__gte=since)
+    ).order_by()
+    finished = counted.aggregate(
+        total=Count("id"), failed=Count("id", filter=Q(status__in=[JobStatus.FAILED, JobStatus.DEAD]))
+    )
+    running = jobs.filter(status=JobStatus.RUNNING, account_id__isnull=False).order_by()
+    workers = (
+        jobs.filter(Q(status=JobStatus.RUNNING) | Q(started_at__gte=now - timedelta(minutes=1)))
+        .exclude(worker_id="")
+        .order_by()
+        .values_list("worker_id", flat=True)
+        .distinct()
+    )
+    return QueueOverview(
+        by_status=by_status,
+        by_queue=by_queue,
+        due=due.count(),
+        oldest_due_at=due.aggregate(oldest=Min("run_at"))["oldest"],
+        finished_in_window=finished["total"],
+        failed_in_window=finished["failed"],
+        running_by_account=dict(running.values_list("account_id").annotate(n=Count("id"))),
+        workers_seen=sorted(set(workers[:100])),
+    )
+
+
+def jobs_carrying(*, payload_key: str, value: str, account_id: int | None = None, limit: int = 50) -> list[Job]:
+    """The jobs whose payload holds `value` under `payload_key` (newest first): what carried a piece of work.
+
+    The queue does not know what a payload means; its callers do (the workflow engine: a run's id).
+    """
+    query = Job.objects.filter(**{f"payload__{payload_key}": value}).order_by("-created_at", "-id")
+    if account_id is not None:
+        query = query.filter(account_id=account_id)
+    return list(query[:limit])

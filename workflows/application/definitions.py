@@ -21,6 +21,7 @@ from typing import Any
 from uuid import UUID
 
 from contacts.application.services import EDITABLE_FIELDS
+from integrations.application import channels
 from workflows.domain.validation import ValidationContext
 from workflows.domain.workflow import WorkflowDefinition, parse_definition
 from workflows.infrastructure.models import WorkflowVersion
@@ -29,8 +30,16 @@ from workflows.infrastructure.templates import renderer
 VERSION_CACHE_SIZE = 1024
 
 
-def validation_context() -> ValidationContext:
-    return ValidationContext(check_template=renderer.check, contact_fields=frozenset(EDITABLE_FIELDS))
+def validation_context(*, known_events: frozenset[str] | None = None) -> ValidationContext:
+    """What a save checks: templates compile and name only what exists, webhook hosts pass the SSRF guard,
+    and (when `known_events` is given, as the admin does) an event trigger names an event Relay knows."""
+    return ValidationContext(
+        check_template=renderer.check,
+        contact_fields=frozenset(EDITABLE_FIELDS),
+        template_variables=renderer.variables,
+        check_webhook_target=channels.webhook_target_problem,
+        known_events=known_events,
+    )
 
 
 def _accept_template(_text: str) -> str | None:
@@ -49,13 +58,20 @@ def frozen_context(steps: Any) -> ValidationContext:
     return ValidationContext(check_template=_accept_template, contact_fields=frozenset(EDITABLE_FIELDS) | named)
 
 
-def definition_from(*, trigger: Any, reenrollment: Any, steps: Any, require_steps: bool = True) -> WorkflowDefinition:
+def definition_from(
+    *,
+    trigger: Any,
+    reenrollment: Any,
+    steps: Any,
+    require_steps: bool = True,
+    known_events: frozenset[str] | None = None,
+) -> WorkflowDefinition:
     """Check a workflow's parts; WorkflowValidationError lists every problem with its path."""
     return parse_definition(
         trigger=trigger,
         reenrollment=reenrollment,
         steps=steps,
-        context=validation_context(),
+        context=validation_context(known_events=known_events),
         require_steps=require_steps,
     )
 

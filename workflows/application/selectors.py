@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
@@ -126,3 +127,50 @@ def execution_latest_logs(*, execution: WorkflowExecution, limit: int) -> tuple[
     latest = list(logs.order_by("-id")[:limit])
     total = len(latest) if len(latest) < limit else logs.count()
     return latest[::-1], total
+
+
+@dataclass
+class TimelineStep:
+    index: int
+    name: str
+    action_type: str
+    state: str  # "done", "failed", "skipped", "current", "waiting", "retrying", "to come", "not reached"
+    attempts: list[ExecutionLog]
+    label: str = ""  # what the page calls the step (its name, or its action in words)
+    summary: str = ""  # one line saying what it does
+
+
+def run_timeline(*, execution: WorkflowExecution) -> list[TimelineStep]:
+    """Each step of the run's version with every attempt it made, and where the run is now."""
+    logs: dict[int, list[ExecutionLog]] = {}
+    for log in ExecutionLog.objects.filter(execution=execution).order_by("id"):
+        logs.setdefault(log.step_index, []).append(log)
+    ended = execution.status in ("completed", "failed", "cancelled")
+    steps = []
+    for index, step in enumerate(execution.version.steps):
+        attempts = logs.get(index, [])
+        last = attempts[-1].outcome if attempts else None
+        if last == "succeeded":
+            state = "done"
+        elif last == "skipped":
+            state = "skipped"
+        elif last == "failed":
+            state = "failed"
+        elif index == execution.current_step_index and not ended:
+            state = {"waiting": "waiting", "paused": "paused"}.get(execution.status, "current")
+            if last == "retrying":
+                state = "retrying"
+        elif ended:
+            state = "not reached"
+        else:
+            state = "to come"
+        steps.append(
+            TimelineStep(
+                index=index,
+                name=step.get("name") or "",
+                action_type=step.get("action_type", ""),
+                state=state,
+                attempts=attempts,
+            )
+        )
+    return steps

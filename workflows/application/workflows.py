@@ -19,6 +19,7 @@ from workflows.application.definitions import definition_from
 from workflows.application.errors import WorkflowNotFound
 from workflows.application.trigger_cache import triggers_changed
 from workflows.domain.errors import FieldError, WorkflowValidationError
+from workflows.domain.triggers import BUILTIN_EVENTS
 from workflows.domain.workflow import WorkflowDefinition, WorkflowStatus, check_editable, workflow_move
 from workflows.infrastructure.models import Workflow, WorkflowStep, WorkflowVersion
 
@@ -187,7 +188,15 @@ class WorkflowService:
         return workflow
 
     @staticmethod
-    def _check(*, name: Any, description: Any, trigger: Any, reenrollment: Any, steps: Any) -> WorkflowDefinition:
+    def _check(
+        *,
+        name: Any,
+        description: Any,
+        trigger: Any,
+        reenrollment: Any,
+        steps: Any,
+        known_events: frozenset[str] | None = None,
+    ) -> WorkflowDefinition:
         errors: list[FieldError] = []
         if not isinstance(name, str) or not name.strip():
             errors.append(FieldError("name", "is required"))
@@ -199,7 +208,9 @@ class WorkflowService:
             errors.append(FieldError("description", f"must be at most {MAX_DESCRIPTION} characters"))
         definition = None
         try:
-            definition = definition_from(trigger=trigger, reenrollment=reenrollment, steps=steps, require_steps=False)
+            definition = definition_from(
+                trigger=trigger, reenrollment=reenrollment, steps=steps, require_steps=False, known_events=known_events
+            )
         except WorkflowValidationError as exc:
             errors.extend(exc.errors)
         if errors or definition is None:
@@ -208,12 +219,36 @@ class WorkflowService:
 
 
 def check_workflow(
-    *, name: Any, description: Any = "", trigger: Any, reenrollment: Any, steps: Any
+    *,
+    name: Any,
+    description: Any = "",
+    trigger: Any,
+    reenrollment: Any,
+    steps: Any,
+    known_events: frozenset[str] | None = None,
 ) -> WorkflowDefinition:
-    """Check a draft without saving it (the admin's forms use this to place errors on their fields)."""
+    """Check a draft without saving it (the admin's forms use this to place errors on their fields).
+
+    `known_events`: the events an event trigger may name (the admin offers the account's); None accepts any.
+    """
     return WorkflowService._check(
-        name=name, description=description, trigger=trigger, reenrollment=reenrollment, steps=steps
+        name=name,
+        description=description,
+        trigger=trigger,
+        reenrollment=reenrollment,
+        steps=steps,
+        known_events=known_events,
     )
+
+
+def known_events(*, account_id: int, also: Sequence[str] = ()) -> frozenset[str]:
+    """The events a marketer may pick for a trigger: Relay's own, and the custom events the account uses.
+
+    A custom event is known once one of the account's workflows (saved through the API or the admin) is
+    triggered by it; `also` adds the ones the marketer declares while editing.
+    """
+    used = Workflow.objects.filter(account_id=account_id, trigger_type="event").values_list("trigger_event", flat=True)
+    return frozenset({*BUILTIN_EVENTS, *(name for name in used if name), *also})
 
 
 def _trigger_part(trigger: Any, *, default: dict[str, Any]) -> Any:

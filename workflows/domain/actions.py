@@ -229,11 +229,24 @@ def _check_webhook_url(r: Reader, url: str) -> None:
         if scheme.lower() not in ("http", "https") or not host:
             r.error(path, "must start with http:// or https:// and a fixed host; templates may fill in only the path")
             return
+        if r.context.check_webhook_target is not None and (refused := r.context.check_webhook_target(fixed)):
+            r.error(path, guard_refusal(refused))
+            return
         r.check_template_at(path, url)
         return
     reason = http_url_problem(url)
     if reason:
         r.error(path, reason)
+    elif r.context.check_webhook_target is not None and (refused := r.context.check_webhook_target(url)):
+        r.error(path, guard_refusal(refused))
+
+
+def guard_refusal(reason: str) -> str:
+    """The SSRF guard's refusal of a webhook URL, in words a marketer and their operator can act on."""
+    return (
+        f"Relay will not send webhooks to this address: {reason}. "
+        "If it is an internal service you trust, an operator can allow its host with WEBHOOK_ALLOWED_HOSTS"
+    )
 
 
 def http_url_problem(url: str) -> str | None:

@@ -11,11 +11,25 @@ attribute beyond them, and cannot change anything.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Protocol
 
 CONTACT_TEMPLATE_FIELDS = ("email", "phone", "first_name", "last_name")
+CONTACT_VARIABLES = ("id", *CONTACT_TEMPLATE_FIELDS, "full_name", "tags", "custom_fields")
+# What a template may name, by its first part: a tuple of the names allowed after it, or FREE when
+# anything may follow (data that differs per run: trigger data, earlier steps' results, custom fields).
+FREE: tuple[str, ...] = ()
+TEMPLATE_VARIABLES: dict[str, tuple[str, ...] | None] = {
+    "contact": CONTACT_VARIABLES,
+    "custom": FREE,
+    "trigger": FREE,
+    "steps": FREE,
+    "event": None,  # a text: nothing follows it
+    "workflow": ("id", "name"),
+    "run": ("id", "step"),
+}
 
 
 class TemplateError(ValueError):
@@ -34,6 +48,62 @@ class TemplateRenderer(Protocol):
     def check(self, source: str) -> str | None:
         """Why `source` does not compile, or None."""
         ...
+
+
+def known_variables() -> list[str]:
+    """Every variable a template may name, as a marketer writes them (`contact.first_name`, `trigger.…`)."""
+    names: list[str] = []
+    for root, after in TEMPLATE_VARIABLES.items():
+        if after is None:
+            names.append(root)
+        elif after == FREE:
+            names.append(f"{root}.…")
+        else:
+            names.extend(f"{root}.{name}" for name in after)
+    return names
+
+
+def variable_problem(path: tuple[str, ...]) -> str | None:
+    """Why a template may not name `path` (`("contact", "frist_name")`), or None.
+
+    Checked when the workflow is saved: a misspelt variable renders as nothing at run time, so
+    `Hi {{ contact.frist_name }}` would send "Hi " to every contact.
+    """
+    if not path:
+        return None
+    shown = ".".join(path)
+    root, rest = path[0], path[1:]
+    if root not in TEMPLATE_VARIABLES:
+        close = difflib.get_close_matches(root, TEMPLATE_VARIABLES, n=1)
+        hint = f" Did you mean {close[0]}?" if close else ""
+        return f"{{{{ {shown} }}}} names nothing a template can see.{hint} Known: {', '.join(known_variables())}"
+    after = TEMPLATE_VARIABLES[root]
+    if after is None:
+        return f"{{{{ {shown} }}}}: {root} is a text, it has no parts" if rest else None
+    if after == FREE or not rest:
+        return None
+    if rest[0] not in after:
+        known = ", ".join(f"{root}.{name}" for name in after)
+        close = difflib.get_close_matches(rest[0], after, n=1)
+        hint = f" Did you mean {{{{ {root}.{close[0]} }}}}?" if close else ""
+        return f"{{{{ {shown} }}}}: {root} has no {rest[0]!r}.{hint} Known: {known}"
+    if root == "contact" and rest[0] not in ("tags", "custom_fields") and len(rest) > 1 and not rest[1].isdigit():
+        return f"{{{{ {shown} }}}}: contact.{rest[0]} is a text, it has no parts"
+    return None
+
+
+def custom_field_warning(path: tuple[str, ...], in_use: frozenset[str]) -> str | None:
+    """A custom field no contact of the account has yet: not an error (a contact may get it), but worth a look."""
+    if len(path) >= 2 and path[0] == "custom":
+        name = path[1]
+    elif len(path) >= 3 and path[:2] == ("contact", "custom_fields"):
+        name = path[2]
+    else:
+        return None
+    if name in in_use:
+        return None
+    known = ", ".join(sorted(in_use)) or "none yet"
+    return f"no contact has the custom field {name!r} yet, so it renders empty; custom fields in use: {known}"
 
 
 def contact_view(contact: Mapping[str, Any]) -> dict[str, Any]:

@@ -150,6 +150,15 @@ def parse_trigger(reader: Reader) -> Trigger:
     event_refused = any(e.path == reader.at("event") for e in reader.errors)
     if trigger_type is TriggerType.EVENT and not event and not event_refused:
         reader.error(reader.at("event"), f"is required for an event trigger (e.g. {', '.join(BUILTIN_EVENTS)})")
+    known = reader.context.known_events
+    unknown = known is not None and event not in known and event not in BUILTIN_EVENTS
+    if trigger_type is TriggerType.EVENT and event and not event_refused and unknown:
+        listed = ", ".join([*BUILTIN_EVENTS, *sorted((known or frozenset()) - set(BUILTIN_EVENTS))])
+        reader.error(
+            reader.at("event"),
+            f"{event!r} is not an event Relay knows; known events: {listed}. "
+            "A custom event your app sends must be declared first",
+        )
     if event in UNTRIGGERABLE_EVENTS:
         reader.error(reader.at("event"), f"{event} cannot start a workflow: the contact and its runs are deleted")
     if trigger_type is not TriggerType.EVENT and (event or tag):

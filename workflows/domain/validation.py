@@ -13,9 +13,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workflows.domain.errors import FieldError
+from workflows.domain.templates import variable_problem
 
 # Checks one template's syntax; returns a reason when it does not compile, else None.
 TemplateCheck = Callable[[str], str | None]
+# The variables one template reads, as lookup paths: ("contact", "first_name").
+TemplateVariables = Callable[[str], list[tuple[str, ...]]]
+# Why the webhook guard would refuse to connect to this URL's host, or None (checked when saved).
+TargetCheck = Callable[[str], str | None]
+
+
+def _no_variables(_text: str) -> list[tuple[str, ...]]:
+    return []
+
 
 TEMPLATE_MARKERS = ("{{", "{%")
 
@@ -30,6 +40,11 @@ class ValidationContext:
 
     check_template: TemplateCheck
     contact_fields: frozenset[str]  # contact fields a step may set (contacts owns the list)
+    # What a save checks beyond the shapes, so what would fail at run time fails now instead. Reading a
+    # published version checks none of them (it was checked when published; the world may have moved).
+    template_variables: TemplateVariables = _no_variables
+    check_webhook_target: TargetCheck | None = None
+    known_events: frozenset[str] | None = None  # None: any event name is accepted
 
 
 @dataclass
@@ -116,7 +131,10 @@ class Reader:
         if reason:
             self.error(path, f"template error: {reason}")
             return False
-        return True
+        problems = [p for p in map(variable_problem, self.context.template_variables(text)) if p]
+        for problem in problems:
+            self.error(path, problem)
+        return not problems
 
     def number(
         self, key: str, *, minimum: float, maximum: float, required: bool = False, integer: bool = False

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from django.template import Context, Engine, Library, Template, TemplateSyntaxError, defaultfilters, defaulttags
-from django.template.base import FilterExpression, Lexer, Node, NodeList, Parser
-from django.template.defaulttags import ForNode
+from django.template.base import FilterExpression, Lexer, Node, NodeList, Parser, Variable
+from django.template.defaulttags import ForNode, WithNode
 from django.utils.safestring import SafeString
 
 from workflows.domain.templates import TemplateError
@@ -276,6 +276,23 @@ class DjangoTemplateRenderer:
             return str(exc).splitlines()[0][:300] if str(exc) else "invalid template"
         return None
 
+    def variables(self, source: str) -> list[tuple[str, ...]]:
+        """The variables `source` reads from the run's context, as lookup paths (`("contact", "first_name")`).
+
+        Names a template binds itself (`{% for tag in contact.tags %}`, `{% with x=... %}`, `as x`,
+        `forloop`) are not the context's and are left out; a template that does not compile has none.
+        """
+        if not is_template(source):
+            return []
+        try:
+            template = _compiled(source, False)
+        except TemplateSyntaxError:
+            return []
+        bound_anywhere = _names_bound_with_as(template.nodelist)
+        found: list[tuple[str, ...]] = []
+        _walk_nodes(template.nodelist, bound_anywhere, found)
+        return list(dict.fromkeys(found))
+
     def _render(self, source: str, context: Mapping[str, Any], *, autoescape: bool) -> str:
         if not is_template(source):
             return source  # most texts: nothing to fill in
@@ -290,6 +307,75 @@ class DjangoTemplateRenderer:
         if len(output) > MAX_OUTPUT:
             raise TemplateError(f"rendered text is longer than {MAX_OUTPUT:,} characters")
         return output
+
+
+def _names_bound_with_as(nodelist: NodeList) -> frozenset[str]:
+    """`{% cycle ... as x %}`, `{% firstof ... as x %}`, `{% now ... as x %}`, `{% widthratio ... as x %}`."""
+    names = set()
+    for node in _all_nodes(nodelist):
+        for attribute in ("variable_name", "asvar"):
+            value = getattr(node, attribute, None)
+            if isinstance(value, str) and value:
+                names.add(value)
+    return frozenset(names)
+
+
+def _all_nodes(nodelist: NodeList) -> Any:
+    for node in nodelist:
+        yield node
+        for child in _child_nodelists(node):
+            yield from _all_nodes(child)
+
+
+def _child_nodelists(node: Node) -> list[NodeList]:
+    children = [getattr(node, name) for name in node.child_nodelists if isinstance(getattr(node, name, None), NodeList)]
+    for value in vars(node).values():
+        if isinstance(value, list):  # IfNode.conditions_nodelists: [(condition, nodelist), ...]
+            children.extend(item[1] for item in value if isinstance(item, tuple) and isinstance(item[-1], NodeList))
+    return children
+
+
+def _walk_nodes(nodelist: NodeList, bound: frozenset[str], found: list[tuple[str, ...]]) -> None:
+    for node in nodelist:
+        inner = bound
+        if isinstance(node, ForNode):
+            inner = bound | set(node.loopvars) | {"forloop"}
+        elif isinstance(node, WithNode):
+            inner = bound | set(node.extra_context)
+        for name, value in vars(node).items():
+            if name not in ("token", "origin") and not isinstance(value, NodeList):
+                _collect(value, bound, found)
+        for child in _child_nodelists(node):
+            _walk_nodes(child, inner, found)
+
+
+def _collect(value: Any, bound: frozenset[str], found: list[tuple[str, ...]], depth: int = 0) -> None:
+    """Every context lookup inside a node's attribute: filter expressions, `if` conditions, their arguments."""
+    if depth > 20:
+        return
+    if isinstance(value, _CountedSequence):
+        value = value.expression
+    if isinstance(value, FilterExpression):
+        _collect(value.var, bound, found, depth + 1)
+        for _func, args in value.filters:
+            for lookup, arg in args:
+                if lookup:
+                    _collect(arg, bound, found, depth + 1)
+    elif isinstance(value, Variable):
+        if value.lookups and value.lookups[0] not in bound:
+            found.append(tuple(value.lookups))
+    elif isinstance(value, list | tuple):
+        for item in value:
+            if not isinstance(item, NodeList):
+                _collect(item, bound, found, depth + 1)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _collect(item, bound, found, depth + 1)
+    elif hasattr(value, "first") or hasattr(value, "value"):  # an `if` condition (django.template.smartif)
+        for attribute in ("value", "first", "second"):
+            inner = getattr(value, attribute, None)
+            if inner is not None and inner is not value:
+                _collect(inner, bound, found, depth + 1)
 
 
 renderer = DjangoTemplateRenderer()

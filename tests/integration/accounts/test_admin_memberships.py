@@ -54,6 +54,7 @@ def test_a_superuser_manages_members(client, superuser, account):
         "slug": account.slug,
         "max_concurrent_executions": account.max_concurrent_executions,
         "max_concurrent_jobs": account.max_concurrent_jobs,
+        "time_zone": account.time_zone,
         **management(prefix, len(existing) + 1, len(existing)),
     }
     for index, (pk, user_id, role) in enumerate(existing):

@@ -234,7 +234,13 @@ def test_operate_a_run_view(login, account, persona, operation):
 @pytest.mark.parametrize("persona", PERSONAS)
 def test_renaming_an_account(login, account, persona):
     client = login(persona)
-    data = {"name": "Renamed", "slug": account.slug, "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0"}
+    data = {
+        "name": "Renamed",
+        "slug": account.slug,
+        "time_zone": account.time_zone,
+        "memberships-TOTAL_FORMS": "0",
+        "memberships-INITIAL_FORMS": "0",
+    }
     if persona == "superuser":
         data.update(max_concurrent_executions=account.max_concurrent_executions)
         data.update(max_concurrent_jobs=account.max_concurrent_jobs)
@@ -290,3 +296,57 @@ def test_a_viewer_with_every_permission_still_sees_draft_webhook_secrets_redacte
     workflow = make_workflow(account, [WEBHOOK], publish=False)
     page = login(persona).get(reverse("admin:workflows_workflow_change", args=[workflow.pk])).content.decode()
     assert ("headersecret123" in page) == (persona == "marketer")
+
+
+# --- the builder's pages (issue #12), under the same rule ---------------------------------------------
+@pytest.mark.parametrize("persona", PERSONAS)
+def test_bulk_tagging_contacts(login, account, persona):
+    contact = ContactFactory(account=account)
+    client = login(persona)
+    data = {"action": "add_tag", "_selected_action": [str(contact.pk)], "apply": "1", "tag": "vip"}
+    client.post(reverse("admin:contacts_contact_changelist"), data)
+    assert ("vip" in Contact.objects.get(pk=contact.pk).tags) == (persona in MARKETERS)
+
+
+def _marketer_here_viewer_there(client, account, other_account):
+    user = UserFactory(is_staff=True)
+    MembershipFactory(account=account, user=user, role="marketer")
+    MembershipFactory(account=other_account, user=user, role="viewer")
+    user.user_permissions.add(*Permission.objects.filter(content_type__app_label__in=APPS))
+    client.force_login(user)
+    return client
+
+
+def test_an_import_goes_only_into_an_account_where_the_role_manages_contacts(client, account, other_account):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from contacts.infrastructure.models import ContactImport
+
+    client = _marketer_here_viewer_there(client, account, other_account)
+    form = client.get(reverse("admin:contacts_contact_import")).context["form"]
+    assert list(form.fields["account"].queryset) == [account]
+    for target in (other_account, account):
+        upload = SimpleUploadedFile("list.csv", b"Email\nada@example.com\n")
+        client.post(reverse("admin:contacts_contact_import"), {"account": target.pk, "file": upload})
+    assert list(ContactImport.objects.values_list("account_id", flat=True)) == [account.pk]
+
+
+def test_a_test_send_needs_a_role_that_builds_workflows_in_the_posted_account(client, account, other_account):
+    client = _marketer_here_viewer_there(client, account, other_account)
+    statuses = {}
+    for target in (account, other_account):
+        send = {"account": target.pk, "step_prefix": "steps-0", "steps-0-action_type": "send_email", "to": "a@b.c"}
+        statuses[target.name] = client.post(reverse("admin:workflows_workflow_send_test"), send).status_code
+    assert statuses == {account.name: 400, other_account.name: 403}  # 400: the step is incomplete
+
+
+@pytest.mark.parametrize("persona", ["marketer", "owner"])
+def test_the_dashboard_and_a_runs_page_show_jobs_only_to_a_role_that_may_see_jobs(login, account, persona):
+    """Every persona here holds `jobs.view_job`; only the owner's role holds VIEW_JOBS (as on the jobs pages)."""
+    run = _run("queued")(account)
+    client = login(persona)
+    data = client.get(reverse("admin:relay_dashboard")).context["data"]
+    assert data.runs_per_hour.total("queued") == 1  # runs: every role of the account
+    assert (data.jobs_by_status.get("pending", 0) == 1) == (persona == "owner")
+    page = client.get(reverse("admin:workflows_workflowexecution_change", args=[run.pk])).content.decode()
+    assert ("Jobs that carried this run" in page) == (persona == "owner")

@@ -42,7 +42,8 @@ def form_data(account, steps, *, name="Welcome", trigger_type="manual", event=""
         data[f"steps-{index}-position"] = step.get("position", index)
         data[f"steps-{index}-name"] = step.get("name", "")
         data[f"steps-{index}-action_type"] = step["action_type"]
-        data[f"steps-{index}-config"] = json.dumps(step.get("config", {}))
+        data[f"steps-{index}-config_mode"] = "json"  # the builder's "advanced: edit as JSON" view
+        data[f"steps-{index}-config_json"] = json.dumps(step.get("config", {}))
         if index < len(existing):
             data[f"steps-{index}-id"] = existing[index].pk
             data[f"steps-{index}-workflow"] = existing[index].workflow_id
@@ -76,9 +77,9 @@ def test_errors_land_on_the_step_and_field_they_name(admin_client, account):
     page = response.content.decode()
     assert "url: must be an http:// or https:// URL" in page
     assert "methd: is not a known setting" in page
-    assert "is required for an event trigger" in page
+    assert "Is required for an event trigger" in page
     formset = response.context["inline_admin_formsets"][0].formset
-    assert formset.forms[1].errors["config"] == [
+    assert formset.forms[1].errors["config_json"] == [
         "url: must be an http:// or https:// URL",
         "methd: is not a known setting; expected one of: base_delay, body, headers, max_attempts, method, url",
     ]
@@ -142,7 +143,8 @@ def test_start_a_run_from_the_admin_and_watch_it(admin_client, account, contact)
     run_due_jobs()
     page = admin_client.get(response["Location"]).content.decode()
     assert "completed" in page
-    assert "add_tag" in page  # the log row, inline
+    assert 'data-step-state="done"' in page  # the step on the run's timeline
+    assert "succeeded" in page  # its attempt
     assert admin_client.get(reverse("admin:workflows_workflowexecution_changelist")).status_code == 200
 
 

@@ -1,0 +1,368 @@
+"""A step in the builder: one form per action type (a registry), inside one inline form per step.
+
+`StepForm` is the inline's form for a `WorkflowStep`: its position, name and action type, and one config
+form per registered action type (`STEP_FORMS`); the page shows the config form of the chosen type. A
+config the forms cannot show (a setting they do not offer) opens in the advanced JSON view instead, so
+nothing is ever lost. `StepFormSet` checks the steps together with the domain's rules and puts each error
+next to the field it names, for every step at once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any, ClassVar, cast
+
+from django import forms
+from django.core.exceptions import ValidationError
+from django.forms.models import BaseInlineFormSet
+
+from workflows.admin_forms.context import BuilderContext
+from workflows.application.definitions import validation_context
+from workflows.domain.actions import MAX_ATTEMPTS_LIMIT, MAX_BASE_DELAY
+from workflows.domain.errors import WorkflowValidationError
+from workflows.domain.templates import custom_field_warning
+from workflows.domain.workflow import parse_steps
+from workflows.infrastructure.models import WorkflowStep
+from workflows.infrastructure.templates import renderer
+
+ACCOUNT_TAGS_LIST = "relay-account-tags"  # the builder page's one datalist of the account's tags
+STEP_PATH = re.compile(r"steps\[(\d+)\](?:\.(\w+))?(?:\.(.*))?")
+_FIRST_KEY = re.compile(r"([^.\[]+)(.*)")
+
+
+class StepConfigForm(forms.Form):
+    """The fields of one action's config. Subclasses say how config and fields map onto each other."""
+
+    action_type: ClassVar[str]
+    label: ClassVar[str]  # what the "add a step" palette and the step's header say
+    group: ClassVar[str] = "Actions"
+    description: ClassVar[str] = ""
+    # config key -> the field its errors go to (the first part of an error's path after `config.`)
+    keys: ClassVar[dict[str, str]] = {}
+    retries: ClassVar[bool] = False  # offer "try up to N times" (actions that reach the outside world)
+    previewable: ClassVar[bool] = False  # offer a preview and a test send
+    # field -> (other field, value): the field shows only while the other field has that value
+    show_if: ClassVar[dict[str, tuple[str, str]]] = {}
+
+    max_attempts = forms.IntegerField(
+        label="If it fails, try up to",
+        required=False,
+        min_value=1,
+        max_value=MAX_ATTEMPTS_LIMIT,
+        widget=forms.NumberInput(attrs={"class": "vIntegerField", "min": 1, "max": MAX_ATTEMPTS_LIMIT}),
+    )
+    base_delay = forms.FloatField(
+        label="First retry after (seconds)",
+        required=False,
+        min_value=0,
+        max_value=MAX_BASE_DELAY,
+        widget=forms.NumberInput(attrs={"class": "vIntegerField", "min": 0, "step": "any"}),
+    )
+
+    def __init__(self, *args: Any, builder: BuilderContext, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.builder = builder
+        if self.retries:
+            self.fields["max_attempts"].help_text = (
+                f"times in all (blank: {builder.default_attempts}). Relay retries only failures that may pass: "
+                "timeouts, busy or unreachable servers."
+            )
+            self.fields[
+                "base_delay"
+            ].help_text = f"blank: {builder.default_base_delay:g} s; each next retry waits twice as long."
+        else:
+            del self.fields["max_attempts"]
+            del self.fields["base_delay"]
+        self.setup()
+
+    def setup(self) -> None:
+        """Fill choices and suggestions from the builder context (tags, custom fields...)."""
+
+    # --- config <-> fields ------------------------------------------------------------------
+    @classmethod
+    def initial_from(cls, config: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The fields' initial values for a stored config, or None when these fields cannot show all of it."""
+        raise NotImplementedError
+
+    def to_config(self) -> dict[str, Any]:
+        """The config the marketer's input means (cleaned_data is valid)."""
+        raise NotImplementedError
+
+    @classmethod
+    def _split_retries(cls, config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """(the action's own keys, the retry fields' initial); None when a key is neither."""
+        own = {k: v for k, v in config.items() if k not in ("max_attempts", "base_delay")}
+        retry = {k: config[k] for k in ("max_attempts", "base_delay") if k in config}
+        if retry and not cls.retries:
+            return None
+        if any(key not in cls.keys for key in own):
+            return None
+        return own, retry
+
+    def retry_config(self) -> dict[str, Any]:
+        if not self.retries:
+            return {}
+        data = self.cleaned_data
+        config: dict[str, Any] = {}
+        if data.get("max_attempts") is not None:
+            config["max_attempts"] = data["max_attempts"]
+        if data.get("base_delay") is not None:
+            delay = data["base_delay"]
+            config["base_delay"] = int(delay) if float(delay).is_integer() else delay
+        return config
+
+    # --- the domain's errors, next to their field -------------------------------------------
+    def field_for(self, rest: str) -> str | None:
+        match = _FIRST_KEY.fullmatch(rest)
+        if not match:
+            return None
+        key = match.group(1)
+        if key in ("max_attempts", "base_delay") and key in self.fields:
+            return key
+        field = self.keys.get(key)
+        return field if field in self.fields else None
+
+    def place_error(self, rest: str, reason: str) -> None:
+        field = self.field_for(rest) if rest else None
+        if field is None:
+            self.add_error(None, f"{rest}: {reason}" if rest else _sentence(reason))
+            return
+        match = _FIRST_KEY.fullmatch(rest)
+        detail = match.group(2).lstrip(".") if match else ""
+        message = f"{detail}: {reason}" if detail else reason
+        self.add_error(field, _sentence(message))
+
+    def visible_rows(self) -> list[dict[str, Any]]:
+        """The template's rows: each bound field with the condition that shows it."""
+        rows = []
+        for bound in self:
+            if bound.is_hidden:
+                continue
+            condition = self.show_if.get(bound.name)
+            rows.append(
+                {
+                    "field": bound,
+                    "show_if": f"{self.add_prefix(condition[0])}={condition[1]}" if condition else "",
+                    "is_retry": bound.name in ("max_attempts", "base_delay"),
+                }
+            )
+        return rows
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [text for item in value.values() for text in _strings(item)]
+    if isinstance(value, list | tuple):
+        return [text for item in value for text in _strings(item)]
+    return []
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:] if text else text
+
+
+STEP_FORMS: dict[str, type[StepConfigForm]] = {}
+
+
+def register_step_form(form: type[StepConfigForm]) -> type[StepConfigForm]:
+    """Make `form` the builder's form for its action type (a class decorator)."""
+    STEP_FORMS[form.action_type] = form
+    return form
+
+
+def step_palette() -> list[dict[str, Any]]:
+    """The "add a step" choices, grouped as the registry's forms say."""
+    groups: dict[str, list[dict[str, str]]] = {}
+    for action_type, form in STEP_FORMS.items():
+        groups.setdefault(form.group, []).append(
+            {"action_type": action_type, "label": form.label, "description": form.description}
+        )
+    return [{"group": group, "items": items} for group, items in groups.items()]
+
+
+# --- one inline form per step ----------------------------------------------------------------
+class StepForm(forms.ModelForm):
+    position = forms.IntegerField(required=False, widget=forms.HiddenInput(attrs={"data-position": "1"}))
+    name = forms.CharField(
+        required=False,
+        max_length=200,
+        label="Step name",
+        widget=forms.TextInput(attrs={"class": "vTextField", "placeholder": "Name this step (optional)"}),
+    )
+    action_type = forms.ChoiceField(label="Action", widget=forms.Select(attrs={"data-action-type": "1"}))
+    config_mode = forms.ChoiceField(
+        choices=[("form", "form"), ("json", "json")],
+        initial="form",
+        required=False,
+        widget=forms.HiddenInput(attrs={"data-config-mode": "1"}),
+    )
+    config_json = forms.CharField(
+        required=False,
+        label="Settings as JSON",
+        widget=forms.Textarea(attrs={"rows": 8, "class": "relay-json", "data-json-check": "1", "spellcheck": "false"}),
+    )
+
+    class Meta:
+        model = WorkflowStep
+        fields = ("position", "name", "action_type")
+
+    def __init__(self, *args: Any, builder: BuilderContext | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.builder = builder or BuilderContext()
+        cast(forms.ChoiceField, self.fields["action_type"]).choices = [("", "— choose an action —")] + [
+            (key, form.label) for key, form in STEP_FORMS.items()
+        ]
+        stored = dict(self.instance.config or {}) if self.instance.pk else {}
+        stored_type = self.instance.action_type if self.instance.pk else ""
+        initial_by_type: dict[str, dict[str, Any]] = {}
+        shown = STEP_FORMS[stored_type].initial_from(stored) if stored_type in STEP_FORMS else None
+        if stored_type:
+            initial_by_type[stored_type] = shown or {}
+            if shown is None:
+                self.initial["config_mode"] = "json"
+        self.initial.setdefault("config_json", json.dumps(stored, indent=2, ensure_ascii=False) if stored else "{}")
+        self.config_forms: dict[str, StepConfigForm] = {
+            key: form_class(
+                self.data if self.is_bound else None,
+                prefix=self.add_prefix(key),
+                initial=initial_by_type.get(key, {}),
+                builder=self.builder,
+            )
+            for key, form_class in STEP_FORMS.items()
+        }
+        self.warnings: list[str] = []
+
+    # The service renumbers and writes the steps; two steps swapping positions is no conflict.
+    def _get_validation_exclusions(self) -> set[str]:
+        return {*super()._get_validation_exclusions(), "position", "workflow"}  # type: ignore[misc]  # private, unstubbed
+
+    @property
+    def chosen_type(self) -> str:
+        if self.is_bound:
+            return self.data.get(self.add_prefix("action_type"), "") or ""
+        return self.instance.action_type or self.initial.get("action_type", "") or ""
+
+    @property
+    def chosen_form(self) -> StepConfigForm | None:
+        return self.config_forms.get(self.chosen_type)
+
+    @property
+    def in_json_mode(self) -> bool:
+        if self.is_bound:
+            return self.data.get(self.add_prefix("config_mode")) == "json"
+        return self.initial.get("config_mode") == "json"
+
+    def has_changed(self) -> bool:
+        form = self.chosen_form
+        return super().has_changed() or bool(form is not None and form.has_changed())
+
+    def clean(self) -> dict[str, Any]:
+        data = cast(dict[str, Any], super().clean())  # a form's clean() returns its cleaned_data
+        action_type = data.get("action_type")
+        if not action_type or data.get("DELETE"):
+            return data
+        if self.in_json_mode:
+            text = (data.get("config_json") or "").strip() or "{}"
+            try:
+                config = json.loads(text)
+            except ValueError as exc:
+                self.add_error("config_json", f"This is not valid JSON: {exc}.")
+                return data
+            data["config"] = config
+            return data
+        config_form = self.config_forms[action_type]
+        if not config_form.is_valid():
+            self.add_error(None, "Some settings of this step need a look: see below.")
+            return data
+        data["config"] = config_form.to_config()
+        return data
+
+    def place_error(self, rest: str, reason: str) -> None:
+        """An error the domain found at `steps[i].config.<rest>`."""
+        if self.in_json_mode:
+            self.add_error("config_json", f"{rest}: {reason}" if rest else reason)
+            return
+        config_form = self.chosen_form
+        if config_form is None:
+            self.add_error(None, reason)
+            return
+        config_form.place_error(rest, reason)
+        if None not in self.errors:
+            self.add_error(None, "Some settings of this step need a look: see below.")
+
+    def custom_field_warnings(self) -> list[str]:
+        """Custom fields the step's templates name that no contact of the account has yet (not errors)."""
+        config = self.current_config()
+        if not config or self.builder.account_id is None:
+            return []
+        in_use = frozenset(self.builder.custom_fields)
+        warnings = []
+        for text in _strings(config):
+            for path in renderer.variables(text):
+                warning = custom_field_warning(path, in_use)
+                if warning and warning not in warnings:
+                    warnings.append(_sentence(warning))
+        return warnings
+
+    def current_config(self) -> dict[str, Any]:
+        if self.is_bound and hasattr(self, "cleaned_data"):
+            return dict(self.cleaned_data.get("config") or {})
+        return dict(self.instance.config or {}) if self.instance.pk else {}
+
+
+class StepFormSet(BaseInlineFormSet):
+    """Checks the steps together, as they will run, and puts every error on the step and field it names."""
+
+    # Not Django's `ordered_forms` property (can_order is off here): the steps' forms in the order they will run.
+    def ordered_forms(self) -> list[StepForm]:  # type: ignore[override]
+        kept = [
+            cast(StepForm, form)  # the formset's forms are StepForms (WorkflowStepInline.form)
+            for form in self.forms
+            if getattr(form, "cleaned_data", None)
+            and not form.cleaned_data.get("DELETE")
+            and form.cleaned_data.get("action_type")
+        ]
+        return sorted(kept, key=lambda f: (f.cleaned_data.get("position") is None, f.cleaned_data.get("position") or 0))
+
+    def steps(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "name": form.cleaned_data.get("name") or "",
+                "action_type": form.cleaned_data["action_type"],
+                "config": form.cleaned_data.get("config") or {},
+            }
+            for form in self.ordered_forms()
+        ]
+
+    def clean(self) -> None:
+        super().clean()
+        # Steps whose own fields failed are left out; every other step is still checked, so one bad step
+        # never hides another's errors.
+        checked = [form for form in self.ordered_forms() if not form.errors and "config" in form.cleaned_data]
+        steps = [
+            {
+                "name": form.cleaned_data.get("name") or "",
+                "action_type": form.cleaned_data["action_type"],
+                "config": form.cleaned_data["config"],
+            }
+            for form in checked
+        ]
+        try:
+            parse_steps(steps, validation_context())
+        except WorkflowValidationError as exc:
+            for error in exc.errors:
+                match = STEP_PATH.fullmatch(error.path)
+                if not match or int(match.group(1)) >= len(checked):
+                    raise ValidationError(_sentence(str(error))) from None
+                form = checked[int(match.group(1))]
+                part, rest = match.group(2), match.group(3) or ""
+                if part == "config":
+                    form.place_error(rest, error.reason)
+                elif part in ("name", "action_type"):
+                    form.add_error(part, _sentence(error.reason))
+                else:
+                    form.add_error(None, _sentence(error.reason if part is None else str(error)))

@@ -1,0 +1,179 @@
+"""The workflow's own form: its name, who enters it (the trigger, in plain words) and whether again."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, cast
+
+from django import forms
+
+from workflows.admin_forms.context import CONTACT_FIELD_LABELS, BuilderContext
+from workflows.admin_forms.steps import ACCOUNT_TAGS_LIST
+from workflows.admin_forms.widgets import ConditionRowsField, ConditionRowsWidget, TagInput
+from workflows.application.workflows import check_workflow
+from workflows.domain.errors import WorkflowValidationError
+from workflows.domain.triggers import BUILTIN_EVENTS, ConditionOp
+from workflows.infrastructure.models import Workflow
+
+OTHER_EVENT = "__other__"
+EVENT_LABELS = {
+    "contact.created": "A contact is created",
+    "contact.updated": "A contact is updated",
+    "tag.added": "A tag is added to a contact",
+    "tag.removed": "A tag is removed from a contact",
+}
+OPERATOR_LABELS = {
+    ConditionOp.EQUALS: ("is", True),
+    ConditionOp.NOT_EQUALS: ("is not", True),
+    ConditionOp.CONTAINS: ("contains", True),
+    ConditionOp.NOT_CONTAINS: ("does not contain", True),
+    ConditionOp.IS_SET: ("is set", False),
+    ConditionOp.IS_NOT_SET: ("is empty", False),
+    ConditionOp.GREATER_THAN: ("is more than", True),
+    ConditionOp.LESS_THAN: ("is less than", True),
+}
+_CONDITION_PATH = re.compile(r"trigger\.filter\[(\d+)\](?:\.(\w+))?")
+
+
+def condition_operators() -> list[tuple[str, str, bool]]:
+    return [(op.value, label, needs) for op, (label, needs) in OPERATOR_LABELS.items()]
+
+
+def contact_condition_fields(builder: BuilderContext) -> list[tuple[str, list[tuple[str, str]]]]:
+    """What a contact condition may test: the contact's fields, its consent, its custom fields in use."""
+    contact = [(name, CONTACT_FIELD_LABELS[name]) for name in ("email", "phone", "first_name", "last_name", "tags")]
+    consent = [("unsubscribed", "Unsubscribed from email"), ("sms_opted_out", "Opted out of SMS and calls")]
+    custom = [(f"custom_fields.{name}", name) for name in builder.custom_fields]
+    return [("Contact", contact), ("Consent", consent), *([("Custom fields", custom)] if custom else [])]
+
+
+class WorkflowForm(forms.ModelForm):
+    trigger_type = forms.ChoiceField(
+        label="Start this workflow",
+        choices=[
+            ("event", "When something happens to a contact"),
+            ("manual", "By hand, from this admin"),
+            ("api", "From your app, through the API"),
+        ],
+        widget=forms.RadioSelect(attrs={"data-switch": "1"}),
+        initial="event",
+    )
+    trigger_event = forms.ChoiceField(label="When", required=False, widget=forms.Select(attrs={"data-switch": "1"}))
+    trigger_custom_event = forms.CharField(
+        label="Event name",
+        required=False,
+        max_length=100,
+        widget=forms.TextInput(attrs={"class": "vTextField", "placeholder": "e.g. order.placed"}),
+        help_text="The name your app posts to /api/v1/events. Choosing it here declares it for this account.",
+    )
+    trigger_tag = forms.CharField(label="Tag", required=False, max_length=64)
+    trigger_filter = ConditionRowsField(
+        label="Only for contacts where",
+        required=False,
+        boolean_fields=("unsubscribed", "sms_opted_out"),
+        numeric_ops=(ConditionOp.GREATER_THAN.value, ConditionOp.LESS_THAN.value),
+    )
+    reenrollment = forms.ChoiceField(
+        label="Can a contact go through it again?",
+        choices=[
+            ("never", "No: each contact goes through once"),
+            ("after_finish", "Yes, once their previous run has finished"),
+            ("always", "Yes, even while a previous run is still going"),
+        ],
+        widget=forms.RadioSelect,
+        initial="never",
+    )
+
+    class Meta:
+        model = Workflow
+        fields = ["account", "name", "description", "trigger_type", "trigger_tag", "reenrollment"]
+        widgets = {"description": forms.Textarea(attrs={"rows": 2, "placeholder": "What this workflow is for"})}
+
+    def __init__(self, *args: Any, builder: BuilderContext | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.builder = builder or BuilderContext()
+        events = [(name, EVENT_LABELS.get(name, name)) for name in BUILTIN_EVENTS]
+        custom = [(name, f"{name} (custom event)") for name in self.builder.known_events if name not in BUILTIN_EVENTS]
+        cast(forms.ChoiceField, self.fields["trigger_event"]).choices = [
+            ("", "— choose —"),
+            ("Relay's events", events),
+            *([("Your app's events", custom)] if custom else []),
+            (OTHER_EVENT, "Another event your app sends…"),
+        ]
+        stored = self.instance.trigger_event if self.instance.pk else ""
+        if stored and stored not in BUILTIN_EVENTS and stored not in self.builder.known_events:
+            self.initial["trigger_event"], self.initial["trigger_custom_event"] = OTHER_EVENT, stored
+        elif stored:
+            self.initial["trigger_event"] = stored
+        self.fields["trigger_tag"].widget = TagInput(attrs={"placeholder": "any tag"}, list_id=ACCOUNT_TAGS_LIST)
+        if not self.instance.pk:
+            self.initial["trigger_type"] = "event"
+        self.fields["trigger_tag"].help_text = "Only this tag; leave empty for any tag."
+        self.fields["trigger_filter"].widget = ConditionRowsWidget(
+            field_choices=contact_condition_fields(self.builder), operators=condition_operators()
+        )
+        self.fields["trigger_filter"].no_value_ops = frozenset(  # type: ignore[attr-defined]  # read by its widget
+            op.value for op, (_label, needs) in OPERATOR_LABELS.items() if not needs
+        )
+        self.fields["trigger_filter"].help_text = "Every condition must hold when the event happens. None: everyone."
+        if self.instance.pk:
+            self.initial["trigger_filter"] = self.instance.trigger_filter
+        if "account" in self.fields:
+            self.fields["account"].help_text = ""
+
+    def event_name(self) -> str:
+        data = self.cleaned_data
+        if data.get("trigger_type") != "event":
+            return ""
+        if data.get("trigger_event") == OTHER_EVENT:
+            return (data.get("trigger_custom_event") or "").strip()
+        return data.get("trigger_event") or ""
+
+    def trigger(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        is_event = data.get("trigger_type") == "event"
+        return {
+            "type": data.get("trigger_type") or "manual",
+            "event": self.event_name(),
+            "tag": (data.get("trigger_tag") or "") if is_event and self.event_name().startswith("tag.") else "",
+            "filter": data.get("trigger_filter") or [] if is_event else [],
+        }
+
+    def clean(self) -> dict[str, Any]:
+        data = cast(dict[str, Any], super().clean())  # a form's clean() returns its cleaned_data
+        declared = [self.event_name()] if data.get("trigger_event") == OTHER_EVENT and self.event_name() else []
+        if data.get("trigger_type") == "event" and data.get("trigger_event") == OTHER_EVENT and not declared:
+            self.add_error("trigger_custom_event", "Type the name of the event your app sends.")
+            return data
+        try:
+            check_workflow(
+                name=data.get("name", self.instance.name),
+                description=data.get("description", ""),
+                trigger=self.trigger(),
+                reenrollment=data.get("reenrollment") or "never",
+                steps=[],  # the steps' own formset checks them
+                known_events=frozenset([*self.builder.known_events, *declared]),
+            )
+        except WorkflowValidationError as exc:
+            for error in exc.errors:
+                self._place(error.path, error.reason)
+        return data
+
+    def _place(self, path: str, reason: str) -> None:
+        text = reason[:1].upper() + reason[1:]
+        if path == "trigger.event":
+            field = "trigger_custom_event" if self.cleaned_data.get("trigger_event") == OTHER_EVENT else "trigger_event"
+            self.add_error(field, text)
+        elif path == "trigger.tag":
+            self.add_error("trigger_tag", text)
+        elif match := _CONDITION_PATH.match(path):
+            part = f" ({match.group(2)})" if match.group(2) else ""
+            self.add_error("trigger_filter", f"Condition {int(match.group(1)) + 1}{part}: {reason}")
+        elif path.startswith("trigger.filter"):
+            self.add_error("trigger_filter", text)
+        elif path in ("name", "description", "reenrollment") and path in self.fields:
+            self.add_error(path, text)
+        elif path.startswith("trigger"):
+            self.add_error("trigger_type", text)
+        else:
+            self.add_error(None, f"{path}: {reason}")

@@ -1,0 +1,202 @@
+"""See a step as a contact would, and send it once to a test address: no run starts, nothing is recorded.
+
+The step's config is checked by the same rules as a save (`parse_steps`), its templates are rendered with
+the chosen contact's data as a run would render them, and a test goes out through the real channel
+(`integrations.application.channels`), to the address or number the marketer typed, not to the contact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import nh3
+
+from contacts.domain.model import normalize_phone
+from contacts.infrastructure.models import Contact
+from integrations.application import channels
+from integrations.domain.channels import DeliveryResult, EmailMessage
+from workflows.application.definitions import validation_context
+from workflows.domain.errors import WorkflowValidationError
+from workflows.domain.templates import TemplateError, template_context
+from workflows.domain.workflow import Step, parse_steps
+from workflows.infrastructure.templates import renderer
+
+PREVIEWABLE = ("send_email", "send_sms", "send_voice")
+# What the preview keeps of an email's HTML: its layout and styling, never scripts, forms or event handlers.
+# It is also shown in a sandboxed frame (no scripts, no same-origin access): two fences, not one.
+_HTML_ATTRIBUTES = {
+    "*": {"style", "class", "align", "width", "height", "bgcolor", "border", "cellpadding", "cellspacing", "dir"},
+    "a": {"href", "title", "target"},
+    "img": {"src", "alt", "title", "width", "height"},
+    "td": {"colspan", "rowspan", "valign"},
+    "th": {"colspan", "rowspan", "valign"},
+}
+
+
+@dataclass(frozen=True)
+class StepPreview:
+    action_type: str
+    contact_label: str
+    subject: str = ""
+    text: str = ""
+    html: str = ""  # sanitised
+    sms: str = ""
+    voice_message: str = ""
+    recording_url: str = ""
+    problems: list[str] = field(default_factory=list)  # why it cannot be shown (config or rendering)
+
+    @property
+    def sms_length(self) -> int:
+        return len(self.sms)
+
+
+class PreviewRefused(ValueError):
+    """The step cannot be previewed or sent: its config has problems, or the address is not one."""
+
+
+def _checked_step(action_type: str, config: Mapping[str, Any]) -> Step:
+    try:
+        (step,) = parse_steps([{"action_type": action_type, "config": dict(config)}], validation_context())
+    except WorkflowValidationError as exc:
+        raise PreviewRefused("; ".join(str(e).removeprefix("steps[0].config.") for e in exc.errors)) from None
+    return step
+
+
+def _contact_row(contact: Contact | None) -> dict[str, Any]:
+    if contact is None:
+        return {
+            "id": None,
+            "email": "",
+            "phone": "",
+            "first_name": "",
+            "last_name": "",
+            "tags": [],
+            "custom_fields": {},
+        }
+    return {
+        "id": contact.pk,
+        "email": contact.email,
+        "phone": contact.phone,
+        "first_name": contact.first_name,
+        "last_name": contact.last_name,
+        "tags": list(contact.tags or []),
+        "custom_fields": dict(contact.custom_fields or {}),
+    }
+
+
+def _context(
+    contact: Contact | None, workflow: Mapping[str, Any], trigger_data: Mapping[str, Any]
+) -> Mapping[str, Any]:
+    return template_context(
+        contact=_contact_row(contact),
+        trigger=trigger_data,
+        steps=[],
+        event="",
+        workflow=dict(workflow),
+        run={"id": "preview", "step": 0},
+    )
+
+
+def sanitised_html(html: str) -> str:
+    return nh3.clean(html, attributes=_HTML_ATTRIBUTES, link_rel="noopener noreferrer")
+
+
+def step_preview(
+    *,
+    account_id: int,
+    action_type: str,
+    config: Mapping[str, Any],
+    contact_id: int | None,
+    workflow: Mapping[str, Any] | None = None,
+    trigger_data: Mapping[str, Any] | None = None,
+) -> StepPreview:
+    """The step rendered for one of the account's contacts (another account's contact is not found)."""
+    contact = Contact.objects.filter(account_id=account_id, pk=contact_id).first() if contact_id else None
+    label = (contact.email or contact.phone or f"contact {contact.pk}") if contact else "no contact (empty values)"
+    if action_type not in PREVIEWABLE:
+        return StepPreview(action_type, label, problems=["This kind of step has nothing to preview."])
+    try:
+        step = _checked_step(action_type, config)
+    except PreviewRefused as exc:
+        return StepPreview(action_type, label, problems=[f"Fix the step first: {exc}"])
+    context = _context(contact, workflow or {"id": None, "name": ""}, trigger_data or {})
+    try:
+        return _rendered(step, label, context)
+    except TemplateError as exc:
+        return StepPreview(action_type, label, problems=[str(exc)])
+
+
+def _rendered(step: Step, label: str, context: Mapping[str, Any]) -> StepPreview:
+    config: Any = step.config
+    kind = step.action_type.value
+    if kind == "send_email":
+        html = renderer.render_html(config.html, context) if config.html else ""
+        return StepPreview(
+            kind,
+            label,
+            subject=" ".join(renderer.render_text(config.subject, context).split()),
+            text=renderer.render_text(config.text, context),
+            html=sanitised_html(html) if html else "",
+        )
+    if kind == "send_sms":
+        return StepPreview(kind, label, sms=renderer.render_text(config.body, context).strip())
+    return StepPreview(
+        kind,
+        label,
+        voice_message=renderer.render_text(config.message, context).strip() if config.message else "",
+        recording_url=config.recording_url or "",
+    )
+
+
+def step_send_test(
+    *,
+    account_id: int,
+    action_type: str,
+    config: Mapping[str, Any],
+    to: str,
+    contact_id: int | None = None,
+    workflow: Mapping[str, Any] | None = None,
+) -> DeliveryResult:
+    """Send the step once to `to` through the real channel, filled in with the contact's data. No run starts.
+
+    Raises PreviewRefused (the step or the address), or the channel's classified error (kernel.failures).
+    """
+    preview = step_preview(
+        account_id=account_id, action_type=action_type, config=config, contact_id=contact_id, workflow=workflow
+    )
+    if preview.problems:
+        raise PreviewRefused(preview.problems[0])
+    to = (to or "").strip()
+    if action_type == "send_email":
+        from django.core.validators import validate_email
+
+        try:
+            validate_email(to)
+        except Exception:
+            raise PreviewRefused("Type the email address to send the test to.") from None
+        return channels.email_channel().send_email(
+            EmailMessage(
+                to=to,
+                subject=f"[Test] {preview.subject}",
+                text=preview.text,
+                html=preview.html or None,
+                account_id=account_id,
+                headers={"X-Relay-Test": "1"},
+            )
+        )
+    try:
+        number = normalize_phone(to)
+    except Exception:
+        number = ""
+    if not number:
+        raise PreviewRefused("Type the phone number to send the test to, e.g. +15550100000.")
+    if action_type == "send_sms":
+        return channels.sms_channel().send_sms(to=number, body=preview.sms, account_id=account_id)
+    return channels.voice_channel().place_call(
+        to=number,
+        message=preview.voice_message or None,
+        recording_url=preview.recording_url or None,
+        account_id=account_id,
+    )

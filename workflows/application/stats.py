@@ -1,0 +1,222 @@
+"""Reads for the admin's numbers: per workflow, per step, and the operators' dashboard. Scoped by account.
+
+Every figure comes from the database at page load (no cache, no background job): runs and their log rows
+for the workflows side, the queue's table for the jobs side (through `jobs.application.operations`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db.models import Count, Min, Q
+from django.db.models.functions import TruncDay, TruncHour
+from django.utils import timezone
+
+from accounts.infrastructure.models import Account
+from jobs.application.operations import queue_overview
+from workflows.domain.execution import ExecutionStatus, StepOutcome
+from workflows.infrastructure.models import ExecutionLog, WorkflowExecution
+
+IN_FLIGHT = (ExecutionStatus.QUEUED, ExecutionStatus.ACTIVE, ExecutionStatus.WAITING, ExecutionStatus.PAUSED)
+RUN_STATUSES = [status.value for status in ExecutionStatus]
+
+
+@dataclass(frozen=True)
+class RunCounts:
+    started: int = 0
+    in_flight: int = 0
+    completed: int = 0
+    failed: int = 0
+    cancelled: int = 0
+
+
+def _run_counts(query) -> RunCounts:
+    counts = query.aggregate(
+        started=Count("id"),
+        in_flight=Count("id", filter=Q(status__in=IN_FLIGHT)),
+        completed=Count("id", filter=Q(status=ExecutionStatus.COMPLETED)),
+        failed=Count("id", filter=Q(status=ExecutionStatus.FAILED)),
+        cancelled=Count("id", filter=Q(status=ExecutionStatus.CANCELLED)),
+    )
+    return RunCounts(**counts)
+
+
+def workflow_run_counts(*, workflow_id: int, since: datetime) -> RunCounts:
+    """Runs of the workflow started since `since`, by what became of them."""
+    return _run_counts(WorkflowExecution.objects.filter(workflow_id=workflow_id, created_at__gte=since).order_by())
+
+
+@dataclass(frozen=True)
+class StepCounts:
+    index: int
+    name: str
+    action_type: str
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    retried: int = 0
+
+
+def workflow_step_counts(*, workflow_id: int, since: datetime) -> list[StepCounts]:
+    """Per step (by position in its version): attempts that passed, failed for good, were skipped or retried."""
+    rows = (
+        ExecutionLog.objects.filter(execution__workflow_id=workflow_id, started_at__gte=since)
+        .order_by()
+        .values("step_index")
+        .annotate(
+            name=Min("step_name"),
+            action_type=Min("action_type"),
+            passed=Count("id", filter=Q(outcome=StepOutcome.SUCCEEDED)),
+            failed=Count("id", filter=Q(outcome=StepOutcome.FAILED)),
+            skipped=Count("id", filter=Q(outcome=StepOutcome.SKIPPED)),
+            retried=Count("id", filter=Q(outcome=StepOutcome.RETRYING)),
+        )
+        .order_by("step_index")
+    )
+    return [
+        StepCounts(
+            index=row["step_index"],
+            name=row["name"] or "",
+            action_type=row["action_type"] or "",
+            passed=row["passed"],
+            failed=row["failed"],
+            skipped=row["skipped"],
+            retried=row["retried"],
+        )
+        for row in rows
+    ]
+
+
+# --- the operators' dashboard ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Series:
+    """Counts per period (hour or day) and status, oldest first, every period present (zeros too)."""
+
+    periods: list[datetime]
+    by_status: dict[str, list[int]]
+
+    def total(self, status: str) -> int:
+        return sum(self.by_status.get(status, []))
+
+
+@dataclass(frozen=True)
+class AccountUsage:
+    account_id: int
+    name: str
+    runs_in_progress: int
+    max_runs: int
+    jobs_running: int
+    max_jobs: int
+
+
+@dataclass(frozen=True)
+class Dashboard:
+    now: datetime
+    runs_per_hour: Series
+    runs_per_day: Series
+    jobs_by_status: dict[str, int]
+    jobs_by_queue: dict[str, dict[str, int]]
+    due_jobs: int
+    oldest_due_age_seconds: float | None
+    job_failure_rate: float | None  # (failed + dead) / (completed + failed + dead) of jobs finished in the window
+    run_failure_rate: float | None  # failed / (completed + failed) of runs finished in the window
+    failure_rate: float | None  # both together: every finished job and run counts once
+    finished_jobs: int
+    failed_jobs: int
+    finished_runs: int
+    failed_runs: int
+    dead_letters: int
+    usage: list[AccountUsage]
+    workers: list[str] = field(default_factory=list)
+
+
+def _series(query, *, trunc, start: datetime, step: timedelta, periods: int, statuses: list[str]) -> Series:
+    buckets = [start + step * i for i in range(periods)]
+    by_status = {status: [0] * periods for status in statuses}
+    rows = query.annotate(period=trunc("created_at")).order_by().values("period", "status").annotate(n=Count("id"))
+    for row in rows:
+        period = row["period"]
+        if period is None or row["status"] not in by_status:
+            continue
+        index = int((period - start) / step)
+        if 0 <= index < periods:
+            by_status[row["status"]][index] += row["n"]
+    return Series(buckets, by_status)
+
+
+def dashboard(
+    *, account_ids: frozenset[int] | None, job_account_ids: frozenset[int] | None, window_hours: int = 24
+) -> Dashboard:
+    """The dashboard's numbers: runs of `account_ids`, jobs of `job_account_ids` (each None: every account and,
+    for jobs, the system's too; a superuser), as the runs and the jobs pages show them to the same user."""
+    now = timezone.now()
+    runs = WorkflowExecution.objects.all()
+    accounts = Account.objects.all().order_by("name")
+    if account_ids is not None:
+        runs = runs.filter(account_id__in=account_ids)
+        accounts = accounts.filter(pk__in=account_ids)
+    hour = now.replace(minute=0, second=0, microsecond=0)
+    day = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    per_hour = _series(
+        runs.filter(created_at__gte=hour - timedelta(hours=23)),
+        trunc=TruncHour,
+        start=hour - timedelta(hours=23),
+        step=timedelta(hours=1),
+        periods=24,
+        statuses=RUN_STATUSES,
+    )
+    per_day = _series(
+        runs.filter(created_at__gte=day - timedelta(days=29)),
+        trunc=TruncDay,
+        start=day - timedelta(days=29),
+        step=timedelta(days=1),
+        periods=30,
+        statuses=RUN_STATUSES,
+    )
+    since = now - timedelta(hours=window_hours)
+    queue = queue_overview(account_ids=job_account_ids, since=since)
+    job_counts = {"total": queue.finished_in_window, "failed": queue.failed_in_window}
+    run_counts = (
+        runs.filter(completed_at__gte=since, status__in=[ExecutionStatus.COMPLETED, ExecutionStatus.FAILED])
+        .order_by()
+        .aggregate(total=Count("id"), failed=Count("id", filter=Q(status=ExecutionStatus.FAILED)))
+    )
+    both_total = job_counts["total"] + run_counts["total"]
+    in_progress = dict(
+        runs.filter(status__in=[ExecutionStatus.QUEUED, ExecutionStatus.ACTIVE])
+        .order_by()
+        .values_list("account_id")
+        .annotate(n=Count("id"))
+    )
+    running = queue.running_by_account
+    usage = [
+        AccountUsage(
+            account_id=account.pk,
+            name=account.name,
+            runs_in_progress=in_progress.get(account.pk, 0),
+            max_runs=account.max_concurrent_executions,
+            jobs_running=running.get(account.pk, 0),  # 0 where the role sees no jobs
+            max_jobs=account.max_concurrent_jobs,
+        )
+        for account in accounts[:200]
+    ]
+    return Dashboard(
+        now=now,
+        runs_per_hour=per_hour,
+        runs_per_day=per_day,
+        jobs_by_status=queue.by_status,
+        jobs_by_queue=queue.by_queue,
+        due_jobs=queue.due,
+        oldest_due_age_seconds=(now - queue.oldest_due_at).total_seconds() if queue.oldest_due_at else None,
+        job_failure_rate=job_counts["failed"] / job_counts["total"] if job_counts["total"] else None,
+        run_failure_rate=run_counts["failed"] / run_counts["total"] if run_counts["total"] else None,
+        failure_rate=(job_counts["failed"] + run_counts["failed"]) / both_total if both_total else None,
+        finished_jobs=job_counts["total"],
+        failed_jobs=job_counts["failed"],
+        finished_runs=run_counts["total"],
+        failed_runs=run_counts["failed"],
+        dead_letters=queue.by_status.get("dead", 0) + queue.by_status.get("failed", 0),
+        usage=usage,
+        workers=queue.workers_seen,
+    )

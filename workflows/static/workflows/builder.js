@@ -1,0 +1,387 @@
+/* Relay's workflow builder: step cards, reorder (buttons and drag and drop), pickers, live checks, preview.
+   Plain JavaScript, no library, no network beyond this admin: everything works offline. */
+(function () {
+  "use strict";
+  const config = JSON.parse(document.getElementById("relay-builder")?.textContent || "{}");
+
+  function csrf() {
+    const input = document.querySelector("input[name=csrfmiddlewaretoken]");
+    return input ? input.value : "";
+  }
+
+  // --- rows (key/value, conditions) -------------------------------------------------------------
+  function initRows(root) {
+    root.querySelectorAll("[data-rows]").forEach(function (rows) {
+      if (rows.dataset.ready) return;
+      rows.dataset.ready = "1";
+      rows.addEventListener("click", function (event) {
+        const add = event.target.closest("[data-add-row]");
+        const remove = event.target.closest("[data-remove-row]");
+        if (add) {
+          const all = rows.querySelectorAll("[data-row]");
+          const last = all[all.length - 1];
+          const copy = last.cloneNode(true);
+          copy.querySelectorAll("input").forEach(function (i) { i.value = ""; });
+          copy.querySelectorAll("select").forEach(function (s) { s.selectedIndex = s.hasAttribute("data-condition-op") ? 0 : 0; });
+          last.after(copy);
+          initPersonalize(copy);
+          initConditions(copy);
+          const first = copy.querySelector("input, select");
+          if (first) first.focus();
+        } else if (remove) {
+          const row = remove.closest("[data-row]");
+          if (rows.querySelectorAll("[data-row]").length > 1) row.remove();
+          else row.querySelectorAll("input").forEach(function (i) { i.value = ""; });
+        }
+      });
+    });
+    initConditions(root);
+  }
+
+  function initConditions(root) {
+    root.querySelectorAll("[data-condition-op]").forEach(function (select) {
+      const update = function () {
+        const option = select.options[select.selectedIndex];
+        const value = select.closest("[data-row]").querySelector("input[type=text]");
+        if (value) value.hidden = option && option.dataset.needsValue === "0";
+      };
+      if (!select.dataset.ready) { select.dataset.ready = "1"; select.addEventListener("change", update); }
+      update();
+    });
+  }
+
+  // --- fields shown for one choice only (wait: for a while / until; voice: message / recording) -------
+  function initShowIf(root) {
+    root.querySelectorAll("[data-show-if]").forEach(function (row) {
+      const [name, wanted] = row.dataset.showIf.split("=");
+      const scope = row.closest("[data-step]") || document;
+      const inputs = scope.querySelectorAll('[name="' + name + '"]');
+      const update = function () {
+        let current = "";
+        inputs.forEach(function (i) { if ((i.type !== "radio" || i.checked)) current = i.value; });
+        row.hidden = current !== wanted;
+      };
+      inputs.forEach(function (i) { i.addEventListener("change", update); });
+      update();
+    });
+  }
+
+  // --- trigger fields: show what the chosen trigger needs ------------------------------------------
+  function initTrigger() {
+    const type = document.querySelectorAll("input[name=trigger_type]");
+    const event = document.querySelector("select[name=trigger_event]");
+    if (!type.length || !event) return;
+    const row = function (name) {
+      const el = document.querySelector("[name=" + name + "], [name=" + name + "-field]");
+      return el ? el.closest(".form-row") : null;
+    };
+    const update = function () {
+      let kind = "";
+      type.forEach(function (i) { if (i.checked) kind = i.value; });
+      const isEvent = kind === "event";
+      const name = event.value;
+      const show = function (field, visible) { const r = row(field); if (r) r.hidden = !visible; };
+      show("trigger_event", isEvent);
+      show("trigger_custom_event", isEvent && name === "__other__");
+      show("trigger_tag", isEvent && (name === "tag.added" || name === "tag.removed"));
+      show("trigger_filter", isEvent);
+    };
+    type.forEach(function (i) { i.addEventListener("change", update); });
+    event.addEventListener("change", update);
+    update();
+  }
+
+  // --- personalisation picker ---------------------------------------------------------------
+  let openMenu = null;
+  function closeMenu() { if (openMenu) { openMenu.remove(); openMenu = null; } }
+  document.addEventListener("click", function (event) {
+    if (openMenu && !openMenu.contains(event.target) && !event.target.closest(".relay-personalize")) closeMenu();
+  });
+
+  function insertAt(field, text) {
+    const start = field.selectionStart ?? field.value.length;
+    const end = field.selectionEnd ?? field.value.length;
+    field.value = field.value.slice(0, start) + text + field.value.slice(end);
+    field.focus();
+    field.selectionStart = field.selectionEnd = start + text.length;
+    field.dispatchEvent(new Event("input", { bubbles: true }));
+  }
+
+  function initPersonalize(root) {
+    root.querySelectorAll("[data-personalize]").forEach(function (field) {
+      if (field.dataset.personalizeReady) return;
+      field.dataset.personalizeReady = "1";
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "relay-personalize";
+      button.textContent = field.closest("[data-row]") ? "{ }" : "{ } Personalize";
+      button.title = "Insert a contact field, a custom field or trigger data";
+      field.after(button);
+      button.addEventListener("click", function () {
+        closeMenu();
+        const menu = document.createElement("div");
+        menu.className = "relay-menu";
+        menu.setAttribute("role", "menu");
+        let group = "";
+        (config.variables || []).forEach(function (entry) {
+          if (entry.group !== group) {
+            group = entry.group;
+            const heading = document.createElement("div");
+            heading.className = "relay-menu-group";
+            heading.textContent = group;
+            menu.appendChild(heading);
+          }
+          const item = document.createElement("button");
+          item.type = "button";
+          item.className = "relay-menu-item";
+          item.setAttribute("role", "menuitem");
+          item.innerHTML = "";
+          item.textContent = entry.label;
+          const code = document.createElement("code");
+          code.textContent = entry.value.endsWith(".") ? entry.value + "…" : entry.value;
+          item.appendChild(code);
+          item.addEventListener("click", function () {
+            let value = entry.value;
+            if (value.endsWith(".")) {
+              const key = window.prompt("The name of the value sent with the trigger, e.g. plan");
+              if (!key) return;
+              value += key.trim();
+            }
+            insertAt(field, "{{ " + value + " }}");
+            closeMenu();
+          });
+          menu.appendChild(item);
+        });
+        button.after(menu);
+        openMenu = menu;
+      });
+    });
+  }
+
+  // --- live checks: SMS length and segments, JSON -------------------------------------------
+  const GSM = "@£$¥èéùìòÇ\nØø\rÅåΔ_ΦΓΛΩΠΨΣΘΞÆæßÉ !\"#¤%&'()*+,-./0123456789:;<=>?¡ABCDEFGHIJKLMNOPQRSTUVWXYZÄÖÑÜ§¿abcdefghijklmnopqrstuvwxyzäöñüà";
+  const GSM_EXT = "^{}\\[~]|€";
+  function smsCount(text) {
+    let gsm = true, units = 0;
+    for (const ch of text) {
+      if (GSM.includes(ch)) units += 1;
+      else if (GSM_EXT.includes(ch)) units += 2;
+      else { gsm = false; break; }
+    }
+    if (!gsm) {
+      const length = [...text].length;
+      return { length: length, segments: length <= 70 ? 1 : Math.ceil(length / 67), encoding: "Unicode" };
+    }
+    return { length: units, segments: units <= 160 ? 1 : Math.ceil(units / 153), encoding: "GSM" };
+  }
+  function initSmsCounter(root) {
+    root.querySelectorAll("[data-sms-counter]").forEach(function (field) {
+      if (field.dataset.counterReady) return;
+      field.dataset.counterReady = "1";
+      const out = document.createElement("div");
+      out.className = "relay-counter";
+      out.setAttribute("aria-live", "polite");
+      field.parentNode.insertBefore(out, field.nextSibling);
+      const update = function () {
+        const c = smsCount(field.value);
+        const hasVars = /\{\{|\{%/.test(field.value);
+        out.textContent = c.length + " characters · " + c.segments + " SMS" + (c.segments === 1 ? "" : " (sent in parts)") +
+          (c.encoding === "Unicode" ? " · emoji or special characters: 70 per SMS" : "") +
+          (hasVars ? " · before personalisation" : "");
+        out.classList.toggle("relay-counter-warn", c.segments > 1);
+      };
+      field.addEventListener("input", update);
+      update();
+    });
+  }
+  function initJsonCheck(root) {
+    root.querySelectorAll("[data-json-check]").forEach(function (field) {
+      if (field.dataset.jsonReady) return;
+      field.dataset.jsonReady = "1";
+      const out = document.createElement("div");
+      out.className = "relay-json-status";
+      out.setAttribute("aria-live", "polite");
+      field.parentNode.insertBefore(out, field.nextSibling);
+      const update = function () {
+        const text = field.value.trim();
+        if (!text) { out.textContent = ""; out.className = "relay-json-status"; return; }
+        try { JSON.parse(text); out.textContent = "✓ Valid JSON"; out.className = "relay-json-status relay-ok"; }
+        catch (error) { out.textContent = "✗ Not valid JSON yet: " + error.message; out.className = "relay-json-status relay-bad"; }
+      };
+      field.addEventListener("input", update);
+      update();
+    });
+  }
+
+  // --- steps: add, choose the action, reorder, remove, JSON mode --------------------------------
+  function builder() { return document.querySelector(".relay-builder"); }
+  function totalForms() {
+    const b = builder();
+    return b ? b.querySelector('input[name="' + b.dataset.prefix + '-TOTAL_FORMS"]') : null;
+  }
+  function renumber() {
+    const list = document.querySelector("[data-steps]");
+    if (!list) return;
+    let n = 0;
+    list.querySelectorAll(":scope > [data-step]").forEach(function (card) {
+      if (card.dataset.removed) return;
+      const position = card.querySelector("[data-position]");
+      if (position) position.value = n;
+      const number = card.querySelector("[data-step-number]");
+      if (number) number.textContent = String(n + 1);
+      n += 1;
+    });
+  }
+  function showConfig(card) {
+    const select = card.querySelector("[data-action-type]");
+    const json = card.querySelector("[data-use-json]");
+    const useJson = json && json.checked;
+    card.querySelectorAll("[data-config-for]").forEach(function (panel) {
+      panel.hidden = useJson || panel.dataset.configFor !== select.value;
+    });
+    const mode = card.querySelector("[data-config-mode]");
+    if (mode) mode.value = useJson ? "json" : "form";
+  }
+  function initCard(card) {
+    if (card.dataset.ready) return;
+    card.dataset.ready = "1";
+    const select = card.querySelector("[data-action-type]");
+    if (select) select.addEventListener("change", function () { showConfig(card); });
+    const json = card.querySelector("[data-use-json]");
+    if (json) json.addEventListener("change", function () { showConfig(card); });
+    card.querySelector("[data-move=up]")?.addEventListener("click", function () {
+      let prev = card.previousElementSibling;
+      while (prev && prev.dataset.removed) prev = prev.previousElementSibling;
+      if (prev) { prev.before(card); renumber(); card.querySelector("[data-move=up]").focus(); }
+    });
+    card.querySelector("[data-move=down]")?.addEventListener("click", function () {
+      let next = card.nextElementSibling;
+      while (next && next.dataset.removed) next = next.nextElementSibling;
+      if (next) { next.after(card); renumber(); card.querySelector("[data-move=down]").focus(); }
+    });
+    card.querySelector("[data-remove-step]")?.addEventListener("click", function () {
+      const del = card.querySelector('input[name$="-DELETE"]');
+      if (del) del.checked = true;
+      card.dataset.removed = "1";
+      card.hidden = true;
+      renumber();
+    });
+    // Drag and drop: only from the handle, so text in the fields can still be selected.
+    const handle = card.querySelector("[data-drag-handle]");
+    if (handle) {
+      handle.addEventListener("mousedown", function () { card.draggable = true; });
+      card.addEventListener("dragstart", function (event) {
+        card.classList.add("relay-dragging");
+        event.dataTransfer.effectAllowed = "move";
+        event.dataTransfer.setData("text/plain", card.dataset.prefix || "");
+      });
+      card.addEventListener("dragend", function () {
+        card.classList.remove("relay-dragging");
+        card.draggable = false;
+        renumber();
+      });
+    }
+    initPersonalize(card);
+    initRows(card);
+    initShowIf(card);
+    initSmsCounter(card);
+    initJsonCheck(card);
+    initPreview(card);
+    showConfig(card);
+  }
+  function initDropZone(list) {
+    list.addEventListener("dragover", function (event) {
+      const dragging = list.querySelector(".relay-dragging");
+      if (!dragging) return;
+      event.preventDefault();
+      const after = [...list.querySelectorAll(":scope > [data-step]:not(.relay-dragging)")].find(function (card) {
+        const box = card.getBoundingClientRect();
+        return event.clientY < box.top + box.height / 2;
+      });
+      if (after) after.before(dragging); else list.appendChild(dragging);
+    });
+    list.addEventListener("drop", function (event) { event.preventDefault(); renumber(); });
+  }
+  function addStep(actionType) {
+    const template = document.querySelector("[data-step-template]");
+    const total = totalForms();
+    const list = document.querySelector("[data-steps]");
+    if (!template || !total || !list) return;
+    const index = parseInt(total.value, 10);
+    const html = template.innerHTML.replace(/__prefix__/g, String(index));
+    const holder = document.createElement("div");
+    holder.innerHTML = html.trim();
+    const card = holder.firstElementChild;
+    list.appendChild(card);
+    total.value = String(index + 1);
+    const select = card.querySelector("[data-action-type]");
+    select.value = actionType;
+    initCard(card);
+    renumber();
+    card.scrollIntoView({ block: "center", behavior: "smooth" });
+    const first = card.querySelector("[data-config-for='" + actionType + "'] input:not([type=hidden]):not([type=radio]), [data-config-for='" + actionType + "'] textarea");
+    (first || card.querySelector("input[name$=-name]")).focus();
+  }
+
+  // --- preview and test send ----------------------------------------------------------------
+  function stepData(card) {
+    const data = new FormData();
+    card.querySelectorAll("input, select, textarea").forEach(function (el) {
+      if (!el.name || el.disabled) return;
+      if ((el.type === "checkbox" || el.type === "radio") && !el.checked) return;
+      data.append(el.name, el.value);
+    });
+    data.append("step_prefix", card.dataset.prefix);
+    const account = document.querySelector("select[name=account]");
+    data.append("account", account && account.value ? account.value : (config.accountId || ""));
+    data.append("csrfmiddlewaretoken", csrf());
+    return data;
+  }
+  function initPreview(card) {
+    card.querySelectorAll("[data-preview]").forEach(function (box) {
+      const result = box.querySelector("[data-preview-result]");
+      const contact = box.querySelector("[data-preview-contact]");
+      box.querySelector("[data-preview-button]").addEventListener("click", function () {
+        const data = stepData(card);
+        data.append("contact", contact.value);
+        result.textContent = "Rendering…";
+        fetch(config.previewUrl, { method: "POST", body: data, credentials: "same-origin" })
+          .then(function (r) { return r.text(); })
+          .then(function (html) { result.innerHTML = html; })
+          .catch(function () { result.textContent = "The preview could not be loaded."; });
+      });
+      box.querySelector("[data-send-test]").addEventListener("click", function () {
+        const data = stepData(card);
+        data.append("contact", contact.value);
+        data.append("to", box.querySelector("[data-test-to]").value);
+        result.textContent = "Sending…";
+        fetch(config.sendTestUrl, { method: "POST", body: data, credentials: "same-origin" })
+          .then(function (r) { return r.json(); })
+          .then(function (answer) {
+            result.innerHTML = "";
+            const p = document.createElement("p");
+            p.className = answer.ok ? "relay-ok" : "relay-bad";
+            p.textContent = answer.message;
+            result.appendChild(p);
+          })
+          .catch(function () { result.textContent = "The test could not be sent."; });
+      });
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("[data-steps] > [data-step]").forEach(initCard);
+    const list = document.querySelector("[data-steps]");
+    if (list) initDropZone(list);
+    document.querySelectorAll("[data-add-step]").forEach(function (button) {
+      button.addEventListener("click", function () { addStep(button.dataset.addStep); });
+    });
+    // The workflow's own fields (outside the steps): condition rows, tags, personalisation.
+    const form = document.querySelector("#content-main form");
+    if (form) {
+      form.querySelectorAll("fieldset.module:not(.relay-steps-module)").forEach(function (fs) { initRows(fs); initPersonalize(fs); });
+    }
+    initTrigger();
+    renumber();
+  });
+})();
