@@ -15,6 +15,9 @@ class WorkflowsConfig(AppConfig):
         from workflows.infrastructure.models import Workflow
 
         subscribe(on_contact_event)
+        from workflows.application import metrics
+
+        metrics.register()  # runs started/finished, runs by status, runs against the accounts' limits
         # Behind the dead-letter hook: runs held by a job that ended dead, failed, cancelled or was purged.
         builtin_schedule("relay.reconcile_runs", cron="*/5 * * * *", handler=handlers.RECONCILE_HANDLER)
         # However a workflow is deleted (the admin's delete, a cascade from its account), workers must forget

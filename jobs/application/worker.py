@@ -34,12 +34,13 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TypeVar
 
 from django.db import Error as DatabaseError
 from django.db import connections
 
-from jobs.application import notifications
+from jobs.application import metrics, notifications
 from jobs.application.config import QueueConfig
 from jobs.application.context import JobContext, context_for
 from jobs.application.registry import DeadLetter, UnknownHandler, dead_letter_hook, get_batch_handler, get_handler
@@ -253,6 +254,7 @@ class Worker:
         if self._listener:
             self._listener.stop()
         self._finish_leftovers(still_running=any(e.thread.is_alive() for e in self._executors))
+        self._flush_metrics()
         log.info("worker %s stopped", self.worker_id)
         for handler in logging.getLogger().handlers:
             handler.flush()
@@ -301,6 +303,10 @@ class Worker:
                     store = self._private_store(statement_seconds=QUEUE_STATEMENT_TIMEOUT, lock_seconds=2)
                 self.rescue_expired(store)
                 fire_due_schedules(using=self.using)
+                metrics.flush_if_due(self.using)
+                metrics.refresh_gauges(
+                    interval=self.config.metrics_interval, worker_id=self.worker_id, using=self.using
+                )
             except Exception as exc:  # never let maintenance take the worker down
                 log.warning("maintenance failed, will retry: %s", format_error(exc))
                 if store is not None:
@@ -312,13 +318,27 @@ class Worker:
             store.connection.close()
         connections[self.using].close()
 
+    def _flush_metrics(self) -> None:
+        """What this process counted reaches the database before it exits."""
+        try:
+            metrics.flush(self.using)
+        except Exception as exc:
+            log.warning("could not store metrics: %s", format_error(exc))
+        finally:
+            connections[self.using].close()
+
     def rescue_expired(self, store: JobStore) -> None:
         """Put back jobs whose worker died (the attempt counts); tell the hooks of those that ended dead."""
         dead = []
-        for job_id, status, _queue in store.rescue_expired():
+        rescued = store.rescue_expired()
+        for job_id, status, _queue in rescued:
             log.warning("job %s lease expired; rescued to %s (the attempt counts)", job_id, status)
             if status == JobStatus.DEAD:
                 dead.append(job_id)
+        if rescued:
+            metrics.count(metrics.LEASE_EXPIRED, len(rescued))
+            metrics.count(metrics.ATTEMPT_DEAD_LETTERED, len(dead))
+            metrics.count(metrics.ATTEMPT_RETRIED, len(rescued) - len(dead))
         if dead:
             for job_id, handler, payload, error in store.describe(dead):
                 self._dead_letter(DeadLetter(job_id, handler, payload, JobStatus.DEAD.value, error))
@@ -452,6 +472,7 @@ class Worker:
         """One call of a batch handler, under one deadline. Returns the jobs to run one by one: those it
         left, or, if it failed, every job whose completion did not commit."""
         started = time.time()
+        metrics.observe_pickup(started - _epoch(job.run_at) for job in jobs)
         handler_connection = connections[self.using]
         contexts = [self._context(job, started, handler_connection) for job in jobs]
         running = self._running(jobs[0], handler_connection, claimed_at)
@@ -468,6 +489,7 @@ class Worker:
         pending = [
             (job, context) for job, context in zip(jobs, contexts, strict=True) if not context.completed_in_transaction
         ]
+        metrics.count(metrics.ATTEMPT_SUCCEEDED, len(jobs) - len(pending))
         if isinstance(error, JobTimeout):
             for job, _context in pending:
                 self._record_failure(store, job, error, started)
@@ -534,6 +556,7 @@ class Worker:
 
     def _run_job(self, store: JobStore, executor: _Executor, job: ClaimedJob, claimed_at: float) -> Finished | None:
         started = time.time()
+        metrics.observe_pickup((started - _epoch(job.run_at),))
         handler_connection = connections[self.using]
         context = self._context(job, started, handler_connection)
         running = self._running(job, handler_connection, claimed_at)
@@ -558,6 +581,7 @@ class Worker:
         if _reset_handler_connection(handler_connection):
             log.error("job %s %s left a transaction open; it was rolled back", job.id, job.handler)
         if context.completed_in_transaction:
+            metrics.count(metrics.ATTEMPT_SUCCEEDED)
             log.info("job %s %s completed in %.1f ms", job.id, job.handler, (time.time() - started) * 1000)
             return None
         return Finished(job.id, job.attempt_number, started, time.time())
@@ -578,6 +602,7 @@ class Worker:
             log.error("could not acknowledge %d completed jobs: %s", len(done), format_error(exc))
             store.connection.close()
             return
+        metrics.count(metrics.ATTEMPT_SUCCEEDED, len(acked))
         for finished in done:
             if finished.id in acked:
                 log.info(
@@ -613,6 +638,8 @@ class Worker:
             log.error("could not record failure of job %s: %s", job.id, format_error(exc2))
             store.connection.close()
             return
+        if written:
+            metrics.count(metrics.ATTEMPT_RETRIED if decision.will_retry else metrics.ATTEMPT_DEAD_LETTERED)
         if not written:
             log.warning("job %s failure not recorded: this worker no longer holds its lease", job.id)
         elif decision.will_retry:
@@ -638,6 +665,16 @@ class Worker:
                 error.message,
             )
             self._dead_letter(DeadLetter(job.id, job.handler, job.payload, decision.status.value, error.message))
+
+
+def _epoch(value: object) -> float:
+    """A claimed row's due time in epoch seconds (PostgreSQL gives datetimes, SQLite text)."""
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, str):
+        parsed = datetime.fromisoformat(value)
+        return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
+    return time.time()
 
 
 def _batch_limit(average_duration: float, batch_size: int, target: float = BATCH_TARGET_SECONDS) -> int:

@@ -83,3 +83,55 @@ class Schedule(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.cron})"
+
+
+class MetricCounter(models.Model):
+    """A counter of the Prometheus metrics, kept in the database: every process adds what it counted.
+
+    Kept here rather than in prometheus-client's per-host multiprocess files because workers and web
+    processes run on different hosts; any web process then serves the whole installation's numbers, and a
+    restarted worker never resets them (DDD_NOTES "Metrics").
+    """
+
+    name = models.CharField(max_length=100)
+    labels = models.CharField(max_length=500, default="")  # canonical JSON object of the label values
+    value = models.FloatField(default=0.0)
+
+    class Meta:
+        app_label = "jobs"
+        constraints = [models.UniqueConstraint(fields=["name", "labels"], name="metric_counter_series")]
+
+    def __str__(self) -> str:
+        return f"{self.name}{self.labels} = {self.value:g}"
+
+
+class MetricGauge(models.Model):
+    """A gauge's last published numbers: one worker computes them per JOB_METRICS_INTERVAL, scrapes read them."""
+
+    name = models.CharField(max_length=100)
+    labels = models.CharField(max_length=500, default="")
+    value = models.FloatField()
+    computed_at = models.DateTimeField()
+
+    class Meta:
+        app_label = "jobs"
+        constraints = [models.UniqueConstraint(fields=["name", "labels"], name="metric_gauge_series")]
+
+    def __str__(self) -> str:
+        return f"{self.name}{self.labels} = {self.value:g}"
+
+
+class MetricRefresh(models.Model):
+    """One row: when the gauges are next due. A worker takes a refresh by advancing it (compare-and-set),
+    so one worker computes them per interval however many run."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    next_at = models.DateTimeField()
+    last_at = models.DateTimeField(null=True, blank=True)
+    last_worker = models.CharField(max_length=120, blank=True, default="")
+
+    class Meta:
+        app_label = "jobs"
+
+    def __str__(self) -> str:
+        return f"metrics refresh due {self.next_at}"
