@@ -2,13 +2,14 @@
 
 from django import forms
 from django.contrib import admin, messages
-from django.utils import timezone
 
 from accounts.admin_scoping import AccountScopedAdmin
 from jobs.application.operations import JobConflict, job_cancel, job_retry
 from jobs.application.schedules import schedule_problems
+from jobs.domain.errors import stored_error
 from jobs.domain.schedule import next_tick
 from jobs.domain.states import IllegalJobTransition
+from jobs.infrastructure.clock import database_now
 from jobs.infrastructure.models import Job, Schedule
 
 
@@ -35,10 +36,15 @@ class JobAdmin(AccountScopedAdmin):  # jobs of no account (system jobs) are the 
     show_full_result_count = False
 
     def get_fields(self, request, obj=None):
-        fields = [f.name for f in Job._meta.fields]
+        # The error as the stored-error rule shows it, whatever the row holds (written before a rule, or by SQL).
+        fields = [f.name if f.name != "error_message" else "last_error" for f in Job._meta.fields]
         if not request.user.is_superuser:
             fields.remove("payload")  # payloads may carry personal data
         return fields
+
+    @admin.display(description="last error")
+    def last_error(self, obj: Job) -> str:
+        return stored_error(obj.error_message) or "-"
 
     def get_readonly_fields(self, request, obj=None):
         return self.get_fields(request, obj)
@@ -74,12 +80,17 @@ class JobAdmin(AccountScopedAdmin):  # jobs of no account (system jobs) are the 
 class ScheduleForm(forms.ModelForm):
     class Meta:
         model = Schedule
-        fields = ["name", "cron", "handler", "payload", "queue", "priority", "enabled"]
+        fields = ["name", "cron", "timezone", "handler", "payload", "queue", "priority", "enabled"]
 
     def clean(self):
         data = super().clean()
         if not self.errors:
-            problems = schedule_problems(cron=data["cron"], handler=data["handler"], payload=data.get("payload"))
+            problems = schedule_problems(
+                cron=data["cron"],
+                handler=data["handler"],
+                payload=data.get("payload"),
+                timezone=data.get("timezone") or "UTC",
+            )
             for field, message in problems.items():
                 self.add_error(field, message)
         return data
@@ -90,7 +101,18 @@ class ScheduleAdmin(admin.ModelAdmin):
     """Schedules belong to no account: they run for the whole installation, so only superusers see them."""
 
     form = ScheduleForm
-    list_display = ("name", "cron", "handler", "queue", "enabled", "next_run_at", "last_run_at")
+    list_display = (
+        "name",
+        "cron",
+        "timezone",
+        "handler",
+        "queue",
+        "enabled",
+        "next_run_at",
+        "last_run_at",
+        "missed_ticks",
+    )
+    readonly_fields = ("missed_ticks",)
     list_filter = ("enabled",)
     search_fields = ("name", "handler")
 
@@ -110,6 +132,6 @@ class ScheduleAdmin(admin.ModelAdmin):
         return request.user.is_superuser
 
     def save_model(self, request, obj, form, change):
-        if not change or "cron" in form.changed_data:
-            obj.next_run_at = next_tick(obj.cron, timezone.now())
+        if not change or {"cron", "timezone"} & set(form.changed_data):
+            obj.next_run_at = next_tick(obj.cron, database_now(), obj.timezone)
         super().save_model(request, obj, form, change)

@@ -3,6 +3,7 @@
 from typing import Any
 
 from jobs.application.context import JobContext
+from jobs.application.payloads import require, require_uuid
 from jobs.application.registry import BatchItem, DeadLetter, batch_handler, job_handler, on_dead_letter
 from workflows.application.executions import RESUME_HANDLER, STEP_HANDLER, ExecutionService
 
@@ -13,9 +14,9 @@ RECONCILE_HANDLER = "workflows.reconcile"
 def workflow_step(payload: dict[str, Any], job: JobContext) -> None:
     """One attempt of a run's current step; it records itself and queues what follows."""
     ExecutionService().run_step(
-        execution_id=payload["execution_id"],
-        step_index=int(payload["step_index"]),
-        version_id=payload.get("version_id"),
+        execution_id=require_uuid(payload, "execution_id"),
+        step_index=require(payload, "step_index", int),
+        version_id=require_uuid(payload, "version_id", optional=True),
         job=job,
     )
 
@@ -29,7 +30,7 @@ def workflow_steps(items: list[BatchItem]) -> list[BatchItem]:
 @job_handler(RESUME_HANDLER)
 def workflow_resume(payload: dict[str, Any], job: JobContext) -> None:
     """A wait step's time has come: the run goes on."""
-    ExecutionService().end_wait(execution_id=payload["execution_id"], job=job)
+    ExecutionService().end_wait(execution_id=require_uuid(payload, "execution_id"), job=job)
 
 
 @on_dead_letter(STEP_HANDLER)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 from django.db import IntegrityError, transaction
 from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Q, QuerySet
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from jobs.domain.states import JobStatus, check_cancel, check_manual_retry
@@ -80,7 +82,9 @@ def job_cancel(*, job_id: UUID | str, account_id: int | None = None) -> Job:
     job = _locked(job_id, account_id)
     check_cancel(job.status)
     job.status = JobStatus.CANCELLED
-    job.save(update_fields=["status"])
+    job.cancelled_at = Now()
+    job.save(update_fields=["status", "cancelled_at"])
+    job.refresh_from_db(fields=["cancelled_at"])
     return job
 
 
@@ -91,7 +95,7 @@ def cancel_pending_jobs(*, unique_key_prefix: str | None = None, ids: list[UUID]
         query = query.filter(unique_key__startswith=unique_key_prefix)
     if ids is not None:
         query = query.filter(pk__in=ids)
-    return query.update(status=JobStatus.CANCELLED)
+    return query.update(status=JobStatus.CANCELLED, cancelled_at=Now())
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,17 @@ class JobStats:
     counts: dict[str, int]
     failure_rate: float | None  # (failed + dead) / (completed + failed + dead); None before anything finished
     avg_duration_seconds: float | None  # of completed jobs
+    sections: dict[str, dict[str, int]] = field(default_factory=dict)  # other apps' counts (workflows: "runs")
+
+
+StatsSection = Callable[[int | None], dict[str, int]]  # account id (None: all) -> counts
+_stats_sections: dict[str, StatsSection] = {}
+
+
+def register_stats_section(name: str, counts: StatsSection) -> None:
+    """Counts another app adds to the queue's stats (the workflow engine: runs by status), so a failing
+    workflow shows beside the jobs that carry it; the queue itself knows nothing of workflows."""
+    _stats_sections[name] = counts
 
 
 def job_stats(*, account_id: int | None = None) -> JobStats:
@@ -116,7 +131,8 @@ def job_stats(*, account_id: int | None = None) -> JobStats:
         .order_by()
         .aggregate(avg=Avg(duration))["avg"]
     )
-    return JobStats(counts, failure_rate, avg.total_seconds() if avg is not None else None)
+    sections = {name: counts_of(account_id) for name, counts_of in _stats_sections.items()}
+    return JobStats(counts, failure_rate, avg.total_seconds() if avg is not None else None, sections)
 
 
 def job_list(
@@ -142,17 +158,18 @@ def job_list(
 def job_purge(*, retention_days: float | None, dead_letter_retention_days: float | None, chunk: int = 5000) -> int:
     """Delete finished jobs past their retention, counted from when they finished.
 
-    Completed and cancelled jobs go after `retention_days`; dead letters (dead, failed) only when
-    `dead_letter_retention_days` is set. created_at narrows the scan by index: a job cannot finish
-    before it was created.
+    Completed jobs go `retention_days` after they completed, cancelled ones after they were cancelled;
+    dead letters (dead, failed) `dead_letter_retention_days` after they gave up, and never when that is
+    unset, 0 or less (0 means "off", not "delete at once"). created_at narrows the scan by index: a job
+    cannot finish before it was created.
     """
     now = timezone.now()
     rules: list[tuple[datetime, Q]] = []
     if retention_days is not None:
         cutoff = now - timedelta(days=retention_days)
         rules.append((cutoff, Q(status=JobStatus.COMPLETED, completed_at__lt=cutoff)))
-        rules.append((cutoff, Q(status=JobStatus.CANCELLED, run_at__lt=cutoff)))
-    if dead_letter_retention_days is not None:
+        rules.append((cutoff, Q(status=JobStatus.CANCELLED, cancelled_at__lt=cutoff)))
+    if dead_letter_retention_days is not None and dead_letter_retention_days > 0:
         cutoff = now - timedelta(days=dead_letter_retention_days)
         rules.append((cutoff, Q(status__in=[JobStatus.DEAD, JobStatus.FAILED], failed_at__lt=cutoff)))
     deleted = 0

@@ -43,6 +43,7 @@ from django.db import connections
 from jobs.application import metrics, notifications
 from jobs.application.config import QueueConfig
 from jobs.application.context import JobContext, context_for
+from jobs.application.payloads import Payload
 from jobs.application.registry import DeadLetter, UnknownHandler, dead_letter_hook, get_batch_handler, get_handler
 from jobs.domain.errors import JobTimeout, LeaseLost, PermanentError, classify, format_error
 from jobs.domain.states import JobStatus
@@ -478,7 +479,7 @@ class Worker:
         running = self._running(jobs[0], handler_connection, claimed_at)
         error: BaseException | None = None
         left: Sequence[tuple[dict, JobContext]] = ()
-        items = [(job.payload, context) for job, context in zip(jobs, contexts, strict=True)]
+        items = [(Payload(job.payload), context) for job, context in zip(jobs, contexts, strict=True)]
         try:
             left = self._supervised(executor, running, lambda: get_batch_handler(handler)(items)) or ()
         except _DeadlinePassed:
@@ -563,7 +564,7 @@ class Worker:
         error: BaseException | None = None
         try:
             handler = get_handler(job.handler)
-            self._supervised(executor, running, lambda: handler(job.payload, context))
+            self._supervised(executor, running, lambda: handler(Payload(job.payload), context))
         except _DeadlinePassed:
             error = JobTimeout(self._timeout_message())
         except UnknownHandler as exc:

@@ -25,6 +25,7 @@ class Job(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)  # the latest attempt's start
     completed_at = models.DateTimeField(null=True, blank=True)
     failed_at = models.DateTimeField(null=True, blank=True)  # the latest failure
+    cancelled_at = models.DateTimeField(null=True, blank=True)  # when an operator (or its owner) cancelled it
     error_message = models.TextField(blank=True, default="")  # `Type: message`, redacted, <= 1,000
     attempt_number = models.PositiveIntegerField(default=0)  # attempts started (and counted)
     max_attempts = models.PositiveIntegerField()
@@ -68,7 +69,8 @@ class Schedule(models.Model):
     """A cron schedule: each tick enqueues one job, once, however many workers run."""
 
     name = models.CharField(max_length=100, unique=True)
-    cron = models.CharField(max_length=100)  # five-field cron expression, UTC
+    cron = models.CharField(max_length=100)  # five-field cron expression, read in `timezone`
+    timezone = models.CharField(max_length=64, default="UTC")  # an IANA name
     handler = models.CharField(max_length=200)
     payload = models.JSONField(default=dict, blank=True)
     queue = models.CharField(max_length=100, default="default")
@@ -76,6 +78,8 @@ class Schedule(models.Model):
     enabled = models.BooleanField(default=True)
     next_run_at = models.DateTimeField()
     last_run_at = models.DateTimeField(null=True, blank=True)
+    # Ticks that came due while no worker ran and were folded into the one fired on catch-up.
+    missed_ticks = models.PositiveIntegerField(default=0)
 
     class Meta:
         app_label = "jobs"

@@ -12,14 +12,18 @@ from datetime import datetime
 from django.db.models import Count
 
 from jobs.application import metrics
+from jobs.application.operations import register_stats_section
 from workflows.domain.execution import COUNTED_FOR_LIMIT, ExecutionStatus
 from workflows.infrastructure.models import WorkflowExecution
 from workflows.infrastructure.store import RUNS_FINISHED, RUNS_STARTED
 
 
-def runs_by_status(*, using: str = "default") -> dict[str, int]:
+def runs_by_status(*, using: str = "default", account_id: int | None = None) -> dict[str, int]:
     counts = {status.value: 0 for status in ExecutionStatus}
-    for row in WorkflowExecution.objects.using(using).order_by().values("status").annotate(n=Count("id")):
+    query = WorkflowExecution.objects.using(using).order_by()
+    if account_id is not None:
+        query = query.filter(account_id=account_id)
+    for row in query.values("status").annotate(n=Count("id")):
         counts[row["status"]] = row["n"]
     return counts
 
@@ -41,6 +45,7 @@ def _runs(using: str, now: datetime):
 
 
 def register() -> None:
+    register_stats_section("runs", lambda account_id: runs_by_status(account_id=account_id))
     metrics.register_counter(RUNS_STARTED, "Workflow runs started, per workflow (id).", ("workflow",))
     metrics.register_counter(
         RUNS_FINISHED, "Workflow runs that ended, per workflow (id) and final status.", ("workflow", "status")
