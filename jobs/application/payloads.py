@@ -47,7 +47,7 @@ def require(payload: dict[str, Any], key: str, kind: type | tuple[type, ...], *,
         raise MissingPayloadKey(key)
     value = payload[key]
     kinds = kind if isinstance(kind, tuple) else (kind,)
-    if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
+    if (isinstance(value, bool) and int in kinds and bool not in kinds) or not isinstance(value, kinds):
         wanted = " or ".join(_KINDS.get(k, k.__name__) for k in kinds)
         raise InvalidPayload(key, f"must be {wanted}, not {type(value).__name__}")
     return value
