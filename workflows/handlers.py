@@ -1,11 +1,13 @@
 """The workflow engine's jobs on the queue. Registered by name; the queue knows nothing of workflows."""
 
+from datetime import datetime
 from typing import Any
 
 from jobs.application.context import JobContext
 from jobs.application.payloads import require, require_uuid
 from jobs.application.registry import BatchItem, DeadLetter, batch_handler, job_handler, on_dead_letter
 from workflows.application.executions import RESUME_HANDLER, STEP_HANDLER, ExecutionService
+from workflows.application.scheduled_hooks import HOOK_HANDLER, run_hook
 
 RECONCILE_HANDLER = "workflows.reconcile"
 
@@ -50,3 +52,14 @@ def workflow_job_died(letter: DeadLetter) -> None:
 def workflow_reconcile(payload: dict[str, Any], job: JobContext) -> None:
     """Every few minutes (a built-in schedule): fail the runs whose job will never run."""
     ExecutionService().reconcile_stranded(grace_seconds=float(payload.get("grace_seconds", 300)))
+
+
+@job_handler(HOOK_HANDLER)
+def scheduled_hook(payload: dict[str, Any], job: JobContext) -> None:
+    """One tick of a scheduled hook (its jobs Schedule queued it): start runs, post an event, or a webhook."""
+    run_hook(
+        hook_id=require(payload, "hook", int),
+        tick=datetime.fromisoformat(require(payload, "scheduled_for", str)),
+        missed_ticks=require(payload, "missed_ticks", int, optional=True) or 0,
+        job_id=job.id,
+    )

@@ -1,7 +1,7 @@
 from django.urls import path
 
 from config.api import converters  # noqa: F401 - registers <api_id:...>
-from workflows.api import views
+from workflows.api import scheduled_hooks, views
 
 urlpatterns = [
     path("workflows", views.WorkflowListView.as_view(), name="api-workflow-list"),
@@ -23,4 +23,9 @@ urlpatterns = [
     path("executions/<uuid:execution_id>/resume", views.ExecutionResumeView.as_view(), name="api-execution-resume"),
     path("executions/<uuid:execution_id>/cancel", views.ExecutionCancelView.as_view(), name="api-execution-cancel"),
     path("executions/<uuid:execution_id>/retry", views.ExecutionRetryView.as_view(), name="api-execution-retry"),
+    path("schedules", scheduled_hooks.HookListView.as_view(), name="api-schedule-list"),
+    path("schedules/<api_id:hook_id>", scheduled_hooks.HookDetailView.as_view(), name="api-schedule-detail"),
+    path("schedules/<api_id:hook_id>/pause", scheduled_hooks.HookPauseView.as_view(), name="api-schedule-pause"),
+    path("schedules/<api_id:hook_id>/resume", scheduled_hooks.HookResumeView.as_view(), name="api-schedule-resume"),
+    path("schedules/<api_id:hook_id>/runs", scheduled_hooks.HookRunsView.as_view(), name="api-schedule-runs"),
 ]

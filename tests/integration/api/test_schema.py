@@ -45,6 +45,13 @@ EXPECTED_OPERATIONS = {
     ("post", "/api/v1/executions/{execution_id}/resume"),
     ("post", "/api/v1/executions/{execution_id}/cancel"),
     ("post", "/api/v1/executions/{execution_id}/retry"),
+    ("get", "/api/v1/schedules"),
+    ("post", "/api/v1/schedules"),
+    ("get", "/api/v1/schedules/{hook_id}"),
+    ("delete", "/api/v1/schedules/{hook_id}"),
+    ("post", "/api/v1/schedules/{hook_id}/pause"),
+    ("post", "/api/v1/schedules/{hook_id}/resume"),
+    ("get", "/api/v1/schedules/{hook_id}/runs"),
 }
 
 
