@@ -39,7 +39,8 @@ class JobAdmin(AccountScopedAdmin):  # jobs of no account (system jobs) are the 
         # The error as the stored-error rule shows it, whatever the row holds (written before a rule, or by SQL).
         fields = [f.name if f.name != "error_message" else "last_error" for f in Job._meta.fields]
         if not request.user.is_superuser:
-            fields.remove("payload")  # payloads may carry personal data
+            fields.remove("payload")  # payloads (and what handlers kept) may carry personal data
+            fields.remove("result")
         return fields
 
     @admin.display(description="last error")

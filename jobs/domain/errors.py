@@ -84,6 +84,14 @@ class AuthFailure(PermanentError):
     category = ErrorCategory.AUTH
 
 
+class JobCancelled(JobError):
+    """Stands for an operator's cancel where a failure must be named (a cancelled Django task)."""
+
+
+class LeaseExpired(JobError):
+    """Stands for a worker that died holding the job (the stored error says `LeaseExpired: ...`)."""
+
+
 class JobTimeout(TimeoutFailure):
     """Raised inside a handler that outran JOB_EXECUTION_TIMEOUT."""
 

@@ -37,6 +37,8 @@ class Job(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, db_index=False
     )
     unique_key = models.CharField(max_length=200, null=True, blank=True)
+    # What a handler chose to keep (Django tasks: the return value, each attempt's error and worker).
+    result = models.JSONField(null=True, blank=True)
 
     class Meta:
         app_label = "jobs"
