@@ -14,7 +14,7 @@ from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Q,
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from jobs.domain.states import JobStatus, check_cancel, check_manual_retry
+from jobs.domain.states import CANCELLABLE, MANUALLY_RETRYABLE, JobStatus, check_cancel, check_manual_retry
 from jobs.infrastructure.models import Job
 from jobs.infrastructure.store import get_store
 
@@ -180,3 +180,97 @@ def job_purge(*, retention_days: float | None, dead_letter_retention_days: float
                 break
             deleted += Job.objects.filter(finished_before, pk__in=ids).delete()[0]
     return deleted
+
+
+# --- bulk operations by filter ----------------------------------------------------------------------------
+
+BULK_BATCH = 1000  # rows changed per transaction: no lock is held on more than this many jobs at once
+
+
+@dataclass(frozen=True)
+class BulkOutcome:
+    matched: int  # rows the filter matched
+    changed: int  # rows changed (with dry_run: that would be)
+    not_allowed: int  # rows whose state does not allow the operation (or that moved on meanwhile)
+    conflicts: int = 0  # retries refused because another unfinished job holds the unique key
+    dry_run: bool = False
+
+
+def job_bulk_filter(
+    *,
+    account_id: int | None = None,
+    status: str | None = None,
+    queue: str | None = None,
+    handler: str | None = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+) -> QuerySet[Job]:
+    query = job_list(account_id=account_id, status=status, queue=queue, handler=handler)
+    if created_after is not None:
+        query = query.filter(created_at__gte=created_after)
+    if created_before is not None:
+        query = query.filter(created_at__lt=created_before)
+    return query
+
+
+def _batches(query: QuerySet[Job], size: int):
+    """(id, status) of the matching jobs in primary-key order, a batch at a time (keyset: no OFFSET scans)."""
+    last = None
+    while True:
+        page = query.order_by("pk")
+        if last is not None:
+            page = page.filter(pk__gt=last)
+        rows = list(page.values_list("pk", "status")[:size])
+        if not rows:
+            return
+        yield rows
+        last = rows[-1][0]
+
+
+def job_bulk_cancel(*, dry_run: bool = False, batch_size: int = BULK_BATCH, **filters: Any) -> BulkOutcome:
+    """Cancel every matching pending or retrying job, a batch per transaction."""
+    matched = changed = 0
+    for rows in _batches(job_bulk_filter(**filters), batch_size):
+        matched += len(rows)
+        allowed = [pk for pk, status in rows if status in CANCELLABLE]
+        if dry_run:
+            changed += len(allowed)
+            continue
+        with transaction.atomic():
+            changed += Job.objects.filter(pk__in=allowed, status__in=sorted(CANCELLABLE)).update(
+                status=JobStatus.CANCELLED, cancelled_at=Now()
+            )
+    return BulkOutcome(matched, changed, matched - changed, dry_run=dry_run)
+
+
+def job_bulk_retry(*, dry_run: bool = False, batch_size: int = BULK_BATCH, **filters: Any) -> BulkOutcome:
+    """Retry every matching dead, failed or retrying job now (attempts reset), a batch per transaction.
+
+    A job whose unique key another unfinished job holds stays as it is and is counted in `conflicts`.
+    """
+    matched = changed = conflicts = 0
+    queues: Counter[str] = Counter()
+    for rows in _batches(job_bulk_filter(**filters), batch_size):
+        matched += len(rows)
+        allowed = [pk for pk, status in rows if status in MANUALLY_RETRYABLE]
+        if dry_run:
+            changed += len(allowed)
+            continue
+        retry = {"status": JobStatus.PENDING, "attempt_number": 0, "run_at": Now(), "lease_expires_at": None}
+        eligible = Job.objects.filter(pk__in=allowed, status__in=sorted(MANUALLY_RETRYABLE))
+        try:
+            with transaction.atomic():
+                queues.update(eligible.values_list("queue", flat=True))
+                changed += eligible.update(**retry)
+        except IntegrityError:  # a unique key held by another unfinished job: one by one, to find which
+            for pk in allowed:
+                try:
+                    with transaction.atomic():
+                        one = Job.objects.filter(pk=pk, status__in=sorted(MANUALLY_RETRYABLE))
+                        queues.update(one.values_list("queue", flat=True))
+                        changed += one.update(**retry)
+                except IntegrityError:
+                    conflicts += 1
+    if queues:
+        get_store().notify(Counter(dict.fromkeys(queues, 1)))
+    return BulkOutcome(matched, changed, matched - changed - conflicts, conflicts, dry_run)

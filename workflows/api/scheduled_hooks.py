@@ -43,7 +43,7 @@ class HookIn(StrictSerializer):
         required=False,
         help_text='{"type": "start_workflow", "workflow": id, "filter": [...], "data": {...}} | '
         '{"type": "post_event", "event": name, "filter": [...], "data": {...}} | '
-        '{"type": "deliver_webhook", "url": ..., "method": ..., "headers": {...}, "body": ...}'
+        '{"type": "deliver_webhook", "url": ..., "method": ..., "headers": {...}, "body": ...}',
     )
 
 

@@ -1,7 +1,7 @@
 from django.urls import path
 
 from config.api import converters  # noqa: F401 - registers <api_id:...>
-from workflows.api import scheduled_hooks, views
+from workflows.api import bulk, scheduled_hooks, views
 
 urlpatterns = [
     path("workflows", views.WorkflowListView.as_view(), name="api-workflow-list"),
@@ -17,6 +17,10 @@ urlpatterns = [
     ),
     path("events", views.EventView.as_view(), name="api-events"),
     path("executions", views.ExecutionListView.as_view(), name="api-execution-list"),
+    path("executions/pause", bulk.BulkRunsPauseView.as_view(), name="api-executions-bulk-pause"),
+    path("executions/resume", bulk.BulkRunsResumeView.as_view(), name="api-executions-bulk-resume"),
+    path("executions/cancel", bulk.BulkRunsCancelView.as_view(), name="api-executions-bulk-cancel"),
+    path("executions/retry", bulk.BulkRunsRetryView.as_view(), name="api-executions-bulk-retry"),
     path("executions/<uuid:execution_id>", views.ExecutionDetailView.as_view(), name="api-execution-detail"),
     path("executions/<uuid:execution_id>/logs", views.ExecutionLogsView.as_view(), name="api-execution-logs"),
     path("executions/<uuid:execution_id>/pause", views.ExecutionPauseView.as_view(), name="api-execution-pause"),
