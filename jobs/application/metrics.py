@@ -190,6 +190,9 @@ def flush_after_request(**kwargs) -> None:
 # --- gauges: one worker per interval ----------------------------------------------------------------------
 
 
+_last_try: float | None = None  # when this process last asked for the refresh (monotonic)
+
+
 def refresh_gauges(*, interval: float, worker_id: str, using: str = "default") -> bool:
     """Compute every gauge if this worker takes the refresh due now (one per interval across all workers).
 
@@ -197,7 +200,14 @@ def refresh_gauges(*, interval: float, worker_id: str, using: str = "default") -
     and measured); one that fails or takes longer publishes nothing and its gauge keeps its last numbers.
     `interval` 0 or less: counts are off. Returns whether this worker refreshed.
     """
-    if interval <= 0 or not store.take_refresh(interval, worker_id, using):
+    global _last_try
+    if interval <= 0:
+        return False
+    now = time.monotonic()
+    if _last_try is not None and now - _last_try < min(interval / 2, 5.0):
+        return False  # asked lately: a maintenance pass every poll interval need not ask every time
+    _last_try = now
+    if not store.take_refresh(interval, worker_id, using):
         return False
     for gauge in list(_gauges.values()):
         started = time.monotonic()

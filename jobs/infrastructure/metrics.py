@@ -69,16 +69,22 @@ def take_refresh(interval: float, worker_id: str, using: str = "default") -> boo
     table = MetricRefresh._meta.db_table
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
+            take = (
+                f"UPDATE {table} SET next_at = statement_timestamp() + make_interval(secs => %s),"  # noqa: S608
+                " last_at = statement_timestamp(), last_worker = %s"
+                " WHERE id = 1 AND next_at <= statement_timestamp()"
+            )
+            cursor.execute(take, [float(interval), worker_id[:120]])
+            if cursor.rowcount == 1:
+                return True
+            # A fresh database has no row yet: create it due now, then take it (or lose it to another worker).
             cursor.execute(
                 f"INSERT INTO {table} (id, next_at, last_worker) VALUES (1, statement_timestamp(), '')"  # noqa: S608
                 " ON CONFLICT (id) DO NOTHING"
             )
-            cursor.execute(
-                f"UPDATE {table} SET next_at = statement_timestamp() + make_interval(secs => %s),"  # noqa: S608
-                " last_at = statement_timestamp(), last_worker = %s"
-                " WHERE id = 1 AND next_at <= statement_timestamp()",
-                [float(interval), worker_id[:120]],
-            )
+            if cursor.rowcount != 1:
+                return False
+            cursor.execute(take, [float(interval), worker_id[:120]])
             return cursor.rowcount == 1
     now = timezone.now()
     MetricRefresh.objects.using(using).get_or_create(id=1, defaults={"next_at": now})
