@@ -124,6 +124,7 @@ class _Executor:
     running: _Running | None = None
     acks: list[Finished] = field(default_factory=list)  # completed, not yet acknowledged
     grouped: bool = False  # its last batch went to a batch handler: claim by GROUP_TARGET_SECONDS
+    waits: list[float] = field(default_factory=list)  # pickup latencies not yet counted (metrics)
 
 
 class Worker:
@@ -473,7 +474,7 @@ class Worker:
         """One call of a batch handler, under one deadline. Returns the jobs to run one by one: those it
         left, or, if it failed, every job whose completion did not commit."""
         started = time.time()
-        metrics.observe_pickup(started - _epoch(job.run_at) for job in jobs)
+        executor.waits.extend([started - _epoch(job.run_at) for job in jobs])
         handler_connection = connections[self.using]
         contexts = [self._context(job, started, handler_connection) for job in jobs]
         running = self._running(jobs[0], handler_connection, claimed_at)
@@ -557,7 +558,7 @@ class Worker:
 
     def _run_job(self, store: JobStore, executor: _Executor, job: ClaimedJob, claimed_at: float) -> Finished | None:
         started = time.time()
-        metrics.observe_pickup((started - _epoch(job.run_at),))
+        executor.waits.append(started - _epoch(job.run_at))
         handler_connection = connections[self.using]
         context = self._context(job, started, handler_connection)
         running = self._running(job, handler_connection, claimed_at)
@@ -590,6 +591,9 @@ class Worker:
     def _flush_acks(self, store: JobStore, executor: _Executor) -> None:
         with self._lock:
             done, executor.acks = executor.acks, []
+        if executor.waits:  # counted once per batch, not per job
+            waits, executor.waits = executor.waits, []
+            metrics.observe_pickup(waits)
         self._acknowledge(store, done)
 
     def _acknowledge(self, store: JobStore, done: list[Finished]) -> None:
