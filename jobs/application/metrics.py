@@ -26,8 +26,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TypeVar
 
 from django.db import connections, transaction
 from django.db.models import Count, Min
@@ -41,6 +42,7 @@ from jobs.infrastructure.clock import database_now
 from jobs.infrastructure.models import Job
 
 log = logging.getLogger("relay.metrics")
+_T = TypeVar("_T")
 
 FLUSH_SECONDS = 5.0  # a process adds its counted numbers to the database at most this often
 COUNT_TIMEOUT_SECONDS = 10.0  # a gauge's count that takes longer publishes nothing
@@ -65,7 +67,7 @@ class GaugeDef:
     name: str
     help: str
     labels: tuple[str, ...]
-    compute: Callable[[str, datetime], Iterable[tuple[dict[str, str], float]]]  # (using, database now)
+    compute: Callable[[CountPass], Iterable[tuple[dict[str, str], float]]]
 
 
 _counters: dict[str, CounterDef] = {}
@@ -81,10 +83,10 @@ def register_gauge(
     help: str,
     labels: tuple[str, ...] = (),
     *,
-    compute: Callable[[str, datetime], Iterable[tuple[dict[str, str], float]]],
+    compute: Callable[[CountPass], Iterable[tuple[dict[str, str], float]]],
 ) -> None:
-    """A gauge computed by the refreshing worker. Several gauges may share one count: give each its own
-    `compute`, they are run one by one, each under the time limit."""
+    """A gauge computed by the refreshing worker: `compute(counts)` gives (labels, value) pairs, with
+    `counts.using`, `counts.now` (the database's) and `counts.once(key, fn)` for a count several gauges share."""
     _gauges[name] = GaugeDef(name, help, labels, compute)
 
 
@@ -196,9 +198,10 @@ _last_try: float | None = None  # when this process last asked for the refresh (
 def refresh_gauges(*, interval: float, worker_id: str, using: str = "default") -> bool:
     """Compute every gauge if this worker takes the refresh due now (one per interval across all workers).
 
-    Each count runs in its own transaction under COUNT_TIMEOUT_SECONDS (statement_timeout on PostgreSQL,
-    and measured); one that fails or takes longer publishes nothing and its gauge keeps its last numbers.
-    `interval` 0 or less: counts are off. Returns whether this worker refreshed.
+    One transaction (statement_timeout COUNT_TIMEOUT_SECONDS on PostgreSQL), the database's now read once,
+    each gauge in a savepoint: a count that fails or takes longer (measured too, for SQLite) publishes
+    nothing and its gauge keeps its last numbers; the others are published. `interval` 0 or less: counts
+    are off. Returns whether this worker refreshed.
     """
     global _last_try
     if interval <= 0:
@@ -209,28 +212,51 @@ def refresh_gauges(*, interval: float, worker_id: str, using: str = "default") -
     _last_try = now
     if not store.take_refresh(interval, worker_id, using):
         return False
-    for gauge in list(_gauges.values()):
-        started = time.monotonic()
-        try:
-            with transaction.atomic(using=using):
-                connection = connections[using]
-                if connection.vendor == "postgresql":
-                    with connection.cursor() as cursor:
-                        cursor.execute(f"SET LOCAL statement_timeout = {int(COUNT_TIMEOUT_SECONDS * 1000)}")
-                values = [(labels_key(**labels), float(value)) for labels, value in gauge.compute(using, now_of(using))]
-        except Exception as exc:
-            log.warning("metric %s not refreshed (kept its last numbers): %s", gauge.name, format_error(exc))
-            continue
-        elapsed = time.monotonic() - started
-        if elapsed > COUNT_TIMEOUT_SECONDS:
-            log.warning("metric %s took %.1f s to count; not published (kept its last numbers)", gauge.name, elapsed)
-            continue
-        store.publish_gauge(gauge.name, values, using=using)
+    with transaction.atomic(using=using):
+        connection = connections[using]
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute(f"SET LOCAL statement_timeout = {int(COUNT_TIMEOUT_SECONDS * 1000)}")
+        counts = CountPass(using, database_now(using))
+        for gauge in list(_gauges.values()):
+            started = time.monotonic()
+            try:
+                with transaction.atomic(using=using):
+                    values = [(labels_key(**labels), float(value)) for labels, value in gauge.compute(counts)]
+                    if time.monotonic() - started > COUNT_TIMEOUT_SECONDS:
+                        raise CountTooSlow(f"took {time.monotonic() - started:.1f} s")
+                    store.publish_gauge(gauge.name, values, using=using)
+            except Exception as exc:
+                log.warning("metric %s not refreshed (kept its last numbers): %s", gauge.name, format_error(exc))
     return True
 
 
-def now_of(using: str) -> datetime:
-    return database_now(using)
+class CountTooSlow(Exception):
+    """A count that took longer than COUNT_TIMEOUT_SECONDS: what it found is not published."""
+
+
+@dataclass
+class CountPass:
+    """One refresh: the database's now, and the counts several gauges share (made once, failures too)."""
+
+    using: str
+    now: datetime
+    _done: dict[str, object] = field(default_factory=dict)
+
+    def once(self, key: str, count: Callable[[], _T]) -> _T:
+        if key not in self._done:
+            started = time.monotonic()
+            try:
+                value: object = count()
+                if time.monotonic() - started > COUNT_TIMEOUT_SECONDS:
+                    value = CountTooSlow(f"{key} took {time.monotonic() - started:.1f} s")
+            except Exception as exc:
+                value = exc
+            self._done[key] = value
+        value = self._done[key]
+        if isinstance(value, Exception):
+            raise value
+        return value  # type: ignore[return-value]
 
 
 # --- the queue's own counts (selectors) -------------------------------------------------------------------
@@ -264,6 +290,14 @@ def running_jobs_by_account(*, using: str = "default") -> list[tuple[str, int, i
     return sorted((r["account__slug"], r["n"], r["account__max_concurrent_jobs"]) for r in rows)
 
 
+def _due(counts: CountPass) -> tuple[int, float]:
+    return counts.once("jobs.due", lambda: due_summary(now=counts.now, using=counts.using))
+
+
+def _running(counts: CountPass) -> list[tuple[str, int, int]]:
+    return counts.once("jobs.running", lambda: running_jobs_by_account(using=counts.using))
+
+
 register_counter(
     ATTEMPTS, "Attempts the workers recorded, by outcome (succeeded, retried, dead_lettered).", ("outcome",)
 )
@@ -271,29 +305,29 @@ register_counter(LEASE_EXPIRIES, "Jobs whose lease passed (their worker died) an
 register_gauge(
     "relay_jobs_due",
     "Jobs a worker could claim now (pending or retrying, due).",
-    compute=lambda using, now: [({}, due_summary(now=now, using=using)[0])],
+    compute=lambda counts: [({}, _due(counts)[0])],
 )
 register_gauge(
     "relay_jobs_oldest_due_age_seconds",
     "Seconds the oldest due job has waited past its due time; 0 when none is due.",
-    compute=lambda using, now: [({}, due_summary(now=now, using=using)[1])],
+    compute=lambda counts: [({}, _due(counts)[1])],
 )
 register_gauge(
     "relay_jobs_dead_lettered",
     "Dead and failed jobs still stored.",
-    compute=lambda using, now: [({}, dead_letter_count(using=using))],
+    compute=lambda counts: [({}, dead_letter_count(using=counts.using))],
 )
 register_gauge(
     "relay_account_running_jobs",
     "Jobs running now, per account with any running.",
     ("account",),
-    compute=lambda using, now: [({"account": slug}, n) for slug, n, _limit in running_jobs_by_account(using=using)],
+    compute=lambda counts: [({"account": slug}, n) for slug, n, _limit in _running(counts)],
 )
 register_gauge(
     "relay_account_running_jobs_limit",
     "max_concurrent_jobs of each account with a job running.",
     ("account",),
-    compute=lambda using, now: [({"account": slug}, limit) for slug, _n, limit in running_jobs_by_account(using=using)],
+    compute=lambda counts: [({"account": slug}, limit) for slug, _n, limit in _running(counts)],
 )
 
 # --- the exposition ---------------------------------------------------------------------------------------

@@ -674,12 +674,13 @@ class Worker:
 
 def _epoch(value: object) -> float:
     """A claimed row's due time in epoch seconds (PostgreSQL gives datetimes, SQLite text)."""
-    if isinstance(value, datetime):
-        return value.timestamp()
-    if isinstance(value, str):
-        parsed = datetime.fromisoformat(value)
-        return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
-    return time.time()
+    try:
+        return value.timestamp()  # type: ignore[attr-defined]
+    except AttributeError:
+        if isinstance(value, str):
+            parsed = datetime.fromisoformat(value)
+            return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
+        return time.time()
 
 
 def _batch_limit(average_duration: float, batch_size: int, target: float = BATCH_TARGET_SECONDS) -> int:

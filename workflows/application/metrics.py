@@ -7,8 +7,6 @@ and per account the runs counted against max_concurrent_executions (QUEUED or AC
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from django.db.models import Count
 
 from jobs.application import metrics
@@ -40,8 +38,12 @@ def running_executions_by_account(*, using: str = "default") -> list[tuple[str, 
     return sorted((r["account__slug"], r["n"], r["account__max_concurrent_executions"]) for r in rows)
 
 
-def _runs(using: str, now: datetime):
-    return [({"status": status}, n) for status, n in runs_by_status(using=using).items()]
+def _runs(counts: metrics.CountPass):
+    return [({"status": status}, n) for status, n in runs_by_status(using=counts.using).items()]
+
+
+def _executions(counts: metrics.CountPass) -> list[tuple[str, int, int]]:
+    return counts.once("workflows.executions", lambda: running_executions_by_account(using=counts.using))
 
 
 def register() -> None:
@@ -55,11 +57,11 @@ def register() -> None:
         "relay_account_running_executions",
         "Runs QUEUED or ACTIVE (what max_concurrent_executions limits), per account with any.",
         ("account",),
-        compute=lambda using, now: [({"account": s}, n) for s, n, _l in running_executions_by_account(using=using)],
+        compute=lambda counts: [({"account": s}, n) for s, n, _l in _executions(counts)],
     )
     metrics.register_gauge(
         "relay_account_running_executions_limit",
         "max_concurrent_executions of each account with runs QUEUED or ACTIVE.",
         ("account",),
-        compute=lambda using, now: [({"account": s}, lim) for s, _n, lim in running_executions_by_account(using=using)],
+        compute=lambda counts: [({"account": s}, lim) for s, _n, lim in _executions(counts)],
     )

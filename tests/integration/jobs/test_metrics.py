@@ -139,11 +139,11 @@ def test_a_count_that_fails_or_is_too_slow_publishes_nothing_and_the_gauge_keeps
     assert samples()[("relay_jobs_due", ())] == 1
     enqueue("noop", {})
 
-    def slow(using, now):
+    def slow(counts):
         time.sleep(0.2)
         return [({}, 99)]
 
-    def failing(using, now):
+    def failing(counts):
         raise RuntimeError("count failed")
 
     monkeypatch.setattr(metrics, "COUNT_TIMEOUT_SECONDS", 0.1)
