@@ -294,6 +294,8 @@ WORKFLOW_MAX_CHAIN_DEPTH = env.int("WORKFLOW_MAX_CHAIN_DEPTH", default=10)
 # A worker's cached answer to "which workflows does this event start" is trusted at most this long, even
 # while its LISTEN connection seems healthy (a notification lost on a half-open connection heals by then).
 WORKFLOW_TRIGGER_CACHE_MAX_AGE = env.float("WORKFLOW_TRIGGER_CACHE_MAX_AGE", default=30.0)
+# What each tick of a scheduled hook did is kept this long (the runs it started live on); 0: forever.
+SCHEDULED_HOOK_RUN_RETENTION_DAYS = env.float("SCHEDULED_HOOK_RUN_RETENTION_DAYS", default=90.0)
 
 # --- REST API: workflows, runs and events (phase 2) -------------------------------
 # Idempotency-Key on POSTs that create (workflows, runs, events): the first answer is

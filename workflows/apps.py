@@ -20,6 +20,7 @@ class WorkflowsConfig(AppConfig):
         metrics.register()  # runs started/finished, runs by status, runs against the accounts' limits
         # Behind the dead-letter hook: runs held by a job that ended dead, failed, cancelled or was purged.
         builtin_schedule("relay.reconcile_runs", cron="*/5 * * * *", handler=handlers.RECONCILE_HANDLER)
+        builtin_schedule("relay.purge_hook_runs", cron="23 4 * * *", handler=handlers.PURGE_RUNS_HANDLER)
         # However a workflow is deleted (the admin's delete, a cascade from its account), workers must forget
         # its event triggers, as they do on every status move.
         post_delete.connect(on_workflow_deleted, sender=Workflow, dispatch_uid="relay.workflows.deleted")

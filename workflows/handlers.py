@@ -3,11 +3,13 @@
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
+
 from jobs.application.context import JobContext
 from jobs.application.payloads import require, require_uuid
 from jobs.application.registry import BatchItem, DeadLetter, batch_handler, job_handler, on_dead_letter
 from workflows.application.executions import RESUME_HANDLER, STEP_HANDLER, ExecutionService
-from workflows.application.scheduled_hooks import HOOK_HANDLER, run_hook
+from workflows.application.scheduled_hooks import HOOK_HANDLER, PURGE_RUNS_HANDLER, hook_runs_purge, run_hook
 
 RECONCILE_HANDLER = "workflows.reconcile"
 
@@ -63,3 +65,9 @@ def scheduled_hook(payload: dict[str, Any], job: JobContext) -> None:
         missed_ticks=require(payload, "missed_ticks", int, optional=True) or 0,
         job_id=job.id,
     )
+
+
+@job_handler(PURGE_RUNS_HANDLER)
+def purge_hook_runs(payload: dict[str, Any], job: JobContext) -> None:
+    """Daily (a built-in schedule): forget hook run records past SCHEDULED_HOOK_RUN_RETENTION_DAYS."""
+    hook_runs_purge(older_than_days=float(settings.SCHEDULED_HOOK_RUN_RETENTION_DAYS))

@@ -10,7 +10,7 @@ work: a retried job finds it and does nothing twice.
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -43,6 +43,7 @@ from workflows.infrastructure.store import CONTACT_COLUMNS
 log = logging.getLogger("relay.workflows")
 
 HOOK_HANDLER = "scheduled_hook"
+PURGE_RUNS_HANDLER = "workflows.purge_hook_runs"
 START_CHUNK = 10_000  # start_many's most contacts per call
 KEPT_IDS = 1_000  # execution ids a run record keeps (the count is exact)
 
@@ -238,3 +239,17 @@ def _act(hook: ScheduledHook, tick: datetime) -> tuple[int, int, dict[str, Any]]
         ids.extend(str(execution_id) for execution_id in outcome.execution_ids)
         skipped += len(outcome.skipped)
     return len(ids), skipped, {"execution_ids": ids[:KEPT_IDS]}
+
+
+def hook_runs_purge(*, older_than_days: float, chunk: int = 5000) -> int:
+    """Forget the records of ticks older than this (what they started lives on as runs); a per-minute hook
+    writes half a million a year otherwise."""
+    if older_than_days <= 0:
+        return 0
+    cutoff = database_now() - timedelta(days=older_than_days)
+    deleted = 0
+    while True:
+        ids = list(ScheduledHookRun.objects.filter(tick__lt=cutoff).values_list("pk", flat=True)[:chunk])
+        if not ids:
+            return deleted
+        deleted += ScheduledHookRun.objects.filter(pk__in=ids).delete()[0]

@@ -223,3 +223,19 @@ def test_hooks_are_the_accounts_own_and_viewers_only_read(api_as, owner_api, wor
     assert viewer.get(f"/api/v1/schedules/{hook['id']}").status_code == 200
     assert_problem(viewer.post(f"/api/v1/schedules/{hook['id']}/pause"), 403)
     assert_problem(viewer.post("/api/v1/schedules", start_workflow_hook(workflow), format="json"), 403)
+
+
+def test_old_tick_records_are_purged_and_the_runs_they_started_stay(owner_api, account, workflow):
+    from jobs.application.schedules import sync_schedules
+    from workflows.application.scheduled_hooks import hook_runs_purge, run_hook
+
+    ContactFactory(account=account, tags=["trial"])
+    hook = owner_api.post("/api/v1/schedules", start_workflow_hook(workflow), format="json").json()
+    old = run_hook(hook_id=hook["id"], tick=timezone.now() - dt.timedelta(days=100))
+    recent = run_hook(hook_id=hook["id"], tick=timezone.now() - dt.timedelta(days=1))
+    assert hook_runs_purge(older_than_days=90) == 1
+    assert list(ScheduledHookRun.objects.values_list("pk", flat=True)) == [recent.pk]
+    assert WorkflowExecution.objects.filter(pk__in=old.detail["execution_ids"]).exists()
+    assert hook_runs_purge(older_than_days=0) == 0  # 0: kept forever
+    sync_schedules()
+    assert Schedule.objects.get(name="relay.purge_hook_runs").handler == "workflows.purge_hook_runs"
