@@ -7,8 +7,12 @@ W2 pickup: with idle workers, enqueue one job per committed transaction, 200 tim
 latency = handler start - the moment the enqueue call returned (committed).
 
 Run:  .venv/bin/python bench/queue_throughput.py [--rounds 3] [--procs 2] [--concurrency 1]
+             [--metrics-interval S] [--sweep]
 It creates (and drops at the end) the PostgreSQL database `relay_bench_queue` on 127.0.0.1:5432
-(BENCH_PG_URL overrides the server URL, without the database name; BENCH_QUEUE_DB the database's name).
+(BENCH_PG_URL overrides the server URL, without the database name; BENCH_QUEUE_DB the database's name, BENCH_DB
+as well, as bench/worker_cpu.py reads it).
+--metrics-interval S: the workers count the /metrics gauges every S seconds (JOB_METRICS_INTERVAL; 0: off).
+--sweep: while jobs drain, this process runs the retention sweep (jobs.purge) once a second.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432")
-DB = os.environ.get("BENCH_QUEUE_DB", "relay_bench_queue")
+DB = os.environ.get("BENCH_QUEUE_DB") or os.environ.get("BENCH_DB") or "relay_bench_queue"
 DATABASE_URL = f"{SERVER}/{DB}"
 
 sys.path.insert(0, str(ROOT))
@@ -64,8 +68,13 @@ def reset() -> None:
         cursor.execute("VACUUM ANALYZE jobs_job")
 
 
+METRICS_INTERVAL: str | None = None  # set by --metrics-interval
+
+
 def start_workers(procs: int, concurrency: int, log_dir: Path, tag: str) -> list[subprocess.Popen]:
     env = {**os.environ, "LOG_LEVEL": "WARNING", "DEBUG": "false", "SECRET_KEY": "bench"}
+    if METRICS_INTERVAL is not None:
+        env["JOB_METRICS_INTERVAL"] = METRICS_INTERVAL
     workers = []
     for i in range(procs):
         log = open(log_dir / f"{tag}_w{i}.log", "w")  # noqa: SIM115 - lives as long as the worker
@@ -92,6 +101,40 @@ def stop_workers(workers: list[subprocess.Popen]) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(w.pid, signal.SIGKILL)
             w.wait(5)
+
+
+class Sweep:
+    """The retention sweep (what the hourly jobs.purge schedule runs), once a second, beside the workers."""
+
+    def __init__(self, enabled: bool) -> None:
+        import threading
+
+        self.enabled = enabled
+        self.stop = threading.Event()
+        self.passes = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        if self.enabled:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        if self.enabled:
+            self.thread.join(10)
+
+    def _run(self) -> None:
+        from django.db import connection
+
+        from jobs.application.operations import job_purge
+
+        try:
+            while not self.stop.wait(1.0):
+                job_purge(retention_days=7, dead_letter_retention_days=30)
+                self.passes += 1
+        finally:
+            connection.close()
 
 
 def count_completed() -> int:
@@ -123,6 +166,7 @@ def w1(args, log_dir: Path) -> dict:
     workers = start_workers(args.procs, args.concurrency, log_dir, "w1")
     first_t: float | None = None
     first_c = 0
+    sweep = Sweep(args.sweep).__enter__()
     try:
         while True:
             done = count_completed()
@@ -135,6 +179,7 @@ def w1(args, log_dir: Path) -> dict:
                 raise RuntimeError(f"drain timed out with {done}/{args.n} done")
             time.sleep(0.2)
     finally:
+        sweep.__exit__()
         stop_workers(workers)
     assert first_t is not None  # set when the first job completed
     return {
@@ -162,6 +207,7 @@ def w2(args, log_dir: Path) -> dict:
         return out
 
     workers = start_workers(args.procs, args.concurrency, log_dir, "w2")
+    sweep = Sweep(args.sweep).__enter__()
     try:
         for s in range(5):  # warm-up: workers up and listening
             enqueue("bench.latency", {"seq": -1 - s, "path": path})
@@ -183,6 +229,7 @@ def w2(args, log_dir: Path) -> dict:
         while not all(i in seen() for i in range(args.count)) and time.time() < deadline:
             time.sleep(0.1)
     finally:
+        sweep.__exit__()
         stop_workers(workers)
     got = seen()
     lats = [(got[i] - committed[i]) * 1000 for i in range(args.count) if i in got]
@@ -209,7 +256,11 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--only", choices=["W1", "W2"], default=None)
     parser.add_argument("--keep-db", action="store_true", help="do not drop the benchmark database at the end")
+    parser.add_argument("--metrics-interval", default=None, help="JOB_METRICS_INTERVAL for the workers (seconds)")
+    parser.add_argument("--sweep", action="store_true", help="run the retention sweep every second while draining")
     args = parser.parse_args()
+    global METRICS_INTERVAL
+    METRICS_INTERVAL = args.metrics_interval
 
     setup()
     import django
@@ -223,7 +274,13 @@ def main() -> None:
                 if args.only and workload != args.only:
                     continue
                 result = (w1 if workload == "W1" else w2)(args, log_dir)
-                result.update(round=round_no, procs=args.procs, concurrency=args.concurrency)
+                result.update(
+                    round=round_no,
+                    procs=args.procs,
+                    concurrency=args.concurrency,
+                    metrics_interval=args.metrics_interval,
+                    sweep=args.sweep,
+                )
                 print(json.dumps(result), flush=True)
                 results.append(result)
     finally:

@@ -155,6 +155,15 @@ JOB_BATCH_SIZE = env.int("JOB_BATCH_SIZE", default=100)
 JOB_HANDLER_MODULES = env.list("JOB_HANDLER_MODULES", default=[])
 JOB_RETENTION_DAYS = env.float("JOB_RETENTION_DAYS", default=7.0)
 JOB_DEAD_LETTER_RETENTION_DAYS = env.float("JOB_DEAD_LETTER_RETENTION_DAYS", default=None)
+# The gauges of /metrics (jobs due, oldest due, dead letters, ...) are counted by one worker per this many
+# seconds across all workers; 0 switches the counts off.
+JOB_METRICS_INTERVAL = env.float("JOB_METRICS_INTERVAL", default=30.0)
+
+# --- Metrics (GET /metrics, Prometheus text) -------------------------------------
+# Answered only to a request carrying `Authorization: Bearer <METRICS_TOKEN>` and/or coming from an address
+# in METRICS_ALLOWED_IPS (addresses or networks, comma-separated); each one set must hold. Neither set: 404.
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+METRICS_ALLOWED_IPS = env.list("METRICS_ALLOWED_IPS", default=[])
 
 # Django's own tasks framework runs on Relay's queue: `@task` + `.enqueue()`.
 TASKS = {"default": {"BACKEND": "jobs.tasks_backend.RelayTaskBackend"}}
@@ -291,6 +300,8 @@ WORKFLOW_MAX_CHAIN_DEPTH = env.int("WORKFLOW_MAX_CHAIN_DEPTH", default=10)
 # A worker's cached answer to "which workflows does this event start" is trusted at most this long, even
 # while its LISTEN connection seems healthy (a notification lost on a half-open connection heals by then).
 WORKFLOW_TRIGGER_CACHE_MAX_AGE = env.float("WORKFLOW_TRIGGER_CACHE_MAX_AGE", default=30.0)
+# What each tick of a scheduled hook did is kept this long (the runs it started live on); 0: forever.
+SCHEDULED_HOOK_RUN_RETENTION_DAYS = env.float("SCHEDULED_HOOK_RUN_RETENTION_DAYS", default=90.0)
 
 # --- REST API: workflows, runs and events (phase 2) -------------------------------
 # Idempotency-Key on POSTs that create (workflows, runs, events): the first answer is

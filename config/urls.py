@@ -3,9 +3,12 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from jobs.api.metrics import metrics_view
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("api.urls")),
+    path("metrics", metrics_view, name="metrics"),  # Prometheus; protected, 404 unless configured
     path("", include("integrations.api.urls")),  # public: /unsubscribe/<token>/, /hooks/twilio/sms/
 ]
 

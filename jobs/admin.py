@@ -4,7 +4,6 @@ from collections.abc import Callable
 
 from django import forms
 from django.contrib import admin, messages
-from django.utils import timezone
 from django.utils.html import format_html_join
 
 from accounts.admin_scoping import AccountScopedAdmin, StorableJSONField
@@ -13,7 +12,9 @@ from jobs.application.operations import JobConflict, job_cancel, job_retry
 from jobs.application.schedules import schedule_problems
 from jobs.domain.schedule import next_tick
 from jobs.domain.states import IllegalJobTransition
+from jobs.infrastructure.clock import database_now
 from jobs.infrastructure.models import Job, Schedule
+from kernel.failures import stored_error
 
 # What a job carries, as links from its page: other apps append a function job -> [(label, url)], so the
 # queue links to (say) the workflow run a step's job moves without knowing workflows.
@@ -47,9 +48,11 @@ class JobAdmin(AccountScopedAdmin):  # jobs of no account (system jobs) are the 
     account_roles = {"view": Permission.VIEW_JOBS}  # "operate" is not listed: the superusers' alone
 
     def get_fields(self, request, obj=None):
-        fields = ["carries", *[f.name for f in Job._meta.fields]]
+        # The error as the stored-error rule shows it, whatever the row holds (written before a rule, or by SQL).
+        fields = ["carries", *[f.name if f.name != "error_message" else "last_error" for f in Job._meta.fields]]
         if not request.user.is_superuser:
-            fields.remove("payload")  # payloads may carry personal data
+            fields.remove("payload")  # payloads (and what handlers kept) may carry personal data
+            fields.remove("result")
         return fields
 
     @admin.display(description="carries")
@@ -58,6 +61,10 @@ class JobAdmin(AccountScopedAdmin):  # jobs of no account (system jobs) are the 
         if not links:
             return "—"
         return format_html_join(", ", '<a href="{1}">{0}</a>', links)
+
+    @admin.display(description="last error")
+    def last_error(self, obj: Job) -> str:
+        return stored_error(obj.error_message) or "-"
 
     def get_readonly_fields(self, request, obj=None):
         return self.get_fields(request, obj)
@@ -97,13 +104,18 @@ class JobAdmin(AccountScopedAdmin):  # jobs of no account (system jobs) are the 
 class ScheduleForm(forms.ModelForm):
     class Meta:
         model = Schedule
-        fields = ["name", "cron", "handler", "payload", "queue", "priority", "enabled"]
+        fields = ["name", "cron", "timezone", "handler", "payload", "queue", "priority", "enabled"]
         field_classes = {"payload": StorableJSONField}  # NaN or 1e400 would fail in jsonb as a 500
 
     def clean(self):
         data = super().clean()
         if not self.errors:
-            problems = schedule_problems(cron=data["cron"], handler=data["handler"], payload=data.get("payload"))
+            problems = schedule_problems(
+                cron=data["cron"],
+                handler=data["handler"],
+                payload=data.get("payload"),
+                timezone=data.get("timezone") or "UTC",
+            )
             for field, message in problems.items():
                 self.add_error(field, message)
         return data
@@ -114,7 +126,18 @@ class ScheduleAdmin(admin.ModelAdmin):
     """Schedules belong to no account: they run for the whole installation, so only superusers see them."""
 
     form = ScheduleForm
-    list_display = ("name", "cron", "handler", "queue", "enabled", "next_run_at", "last_run_at")
+    list_display = (
+        "name",
+        "cron",
+        "timezone",
+        "handler",
+        "queue",
+        "enabled",
+        "next_run_at",
+        "last_run_at",
+        "missed_ticks",
+    )
+    readonly_fields = ("missed_ticks",)
     list_filter = ("enabled",)
     search_fields = ("name", "handler")
 
@@ -134,6 +157,6 @@ class ScheduleAdmin(admin.ModelAdmin):
         return request.user.is_superuser
 
     def save_model(self, request, obj, form, change):
-        if not change or "cron" in form.changed_data:
-            obj.next_run_at = next_tick(obj.cron, timezone.now())
+        if not change or {"cron", "timezone"} & set(form.changed_data):
+            obj.next_run_at = next_tick(obj.cron, database_now(), obj.timezone)
         super().save_model(request, obj, form, change)

@@ -11,3 +11,10 @@ class JobsConfig(AppConfig):
         from jobs.application.registry import import_handler_modules
 
         import_handler_modules(["jobs.handlers", "jobs.tasks_backend", *settings.JOB_HANDLER_MODULES])
+
+        from django.core.signals import request_finished
+
+        from jobs import checks  # noqa: F401 - registers the queue's system checks
+        from jobs.application.metrics import flush_after_request
+
+        request_finished.connect(flush_after_request, dispatch_uid="relay.metrics.flush")

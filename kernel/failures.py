@@ -162,6 +162,16 @@ def format_error(exc: BaseException) -> str:
     return truncate(redact_urls(text))
 
 
+def stored_error(text: str) -> str:
+    """The stored-error rule applied again when an error is read: a row stored before a rule existed, or
+    written by SQL, shows one line (its first: a DETAIL line quotes row data), URLs cut to scheme and host,
+    at most 1,000 characters. What the rule already wrote comes back unchanged."""
+    if not text:
+        return text
+    first = next((line for line in storable_text(text).splitlines() if line.strip()), "")
+    return truncate(redact_urls(" ".join(first.split())))
+
+
 def truncate(text: str, limit: int = MAX_ERROR_LENGTH) -> str:
     if len(text) <= limit:
         return text

@@ -11,14 +11,17 @@ class WorkflowsConfig(AppConfig):
         from contacts.application.events import subscribe
         from jobs.application.schedules import builtin_schedule
         from workflows import handlers  # registers the workflow jobs; names the reconcile handler
+        from workflows.application import metrics
         from workflows.application.events import on_contact_event, on_workflow_deleted
         from workflows.application.trigger_cache import listen_for_trigger_changes
         from workflows.infrastructure.models import Workflow
 
         subscribe(on_contact_event)
         listen_for_trigger_changes()  # workers drop their cached triggers when a workflow changes
+        metrics.register()  # runs started/finished, runs by status, runs against the accounts' limits
         # Behind the dead-letter hook: runs held by a job that ended dead, failed, cancelled or was purged.
         builtin_schedule("relay.reconcile_runs", cron="*/5 * * * *", handler=handlers.RECONCILE_HANDLER)
+        builtin_schedule("relay.purge_hook_runs", cron="23 4 * * *", handler=handlers.PURGE_RUNS_HANDLER)
         # However a workflow is deleted (the admin's delete, a cascade from its account), workers must forget
         # its event triggers, as they do on every status move.
         post_delete.connect(on_workflow_deleted, sender=Workflow, dispatch_uid="relay.workflows.deleted")

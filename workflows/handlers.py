@@ -1,15 +1,20 @@
 """The workflow engine's jobs on the queue. Registered by name; the queue knows nothing of workflows."""
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
+from django.conf import settings
+
 from jobs.application.context import JobContext
+from jobs.application.payloads import require, require_uuid
 from jobs.application.registry import BatchItem, DeadLetter, batch_handler, job_handler, on_dead_letter
 from workflows.application import enrollments  # noqa: F401 - registers workflows.enroll_contacts
 from workflows.application.runs.batches import run_steps
 from workflows.application.runs.moves import RESUME_HANDLER, STEP_HANDLER
 from workflows.application.runs.operating import job_died, reconcile_stranded
 from workflows.application.runs.stepping import end_wait, run_step
+from workflows.application.scheduled_hooks import HOOK_HANDLER, PURGE_RUNS_HANDLER, hook_runs_purge, run_hook
 
 RECONCILE_HANDLER = "workflows.reconcile"
 
@@ -18,9 +23,9 @@ RECONCILE_HANDLER = "workflows.reconcile"
 def workflow_step(payload: dict[str, Any], job: JobContext) -> None:
     """One attempt of a run's current step; it records itself and queues what follows."""
     run_step(
-        execution_id=payload["execution_id"],
-        step_index=int(payload["step_index"]),
-        version_id=payload.get("version_id"),
+        execution_id=require_uuid(payload, "execution_id"),
+        step_index=require(payload, "step_index", int),
+        version_id=require_uuid(payload, "version_id", optional=True),
         job=job,
     )
 
@@ -34,7 +39,7 @@ def workflow_steps(items: Sequence[BatchItem]) -> list[BatchItem]:
 @job_handler(RESUME_HANDLER)
 def workflow_resume(payload: dict[str, Any], job: JobContext) -> None:
     """A wait step's time has come: the run goes on."""
-    end_wait(execution_id=payload["execution_id"], job=job)
+    end_wait(execution_id=require_uuid(payload, "execution_id"), job=job)
 
 
 @on_dead_letter(STEP_HANDLER)
@@ -54,3 +59,20 @@ def workflow_job_died(letter: DeadLetter) -> None:
 def workflow_reconcile(payload: dict[str, Any], job: JobContext) -> None:
     """Every few minutes (a built-in schedule): fail the runs whose job will never run."""
     reconcile_stranded(grace_seconds=float(payload.get("grace_seconds", 300)))
+
+
+@job_handler(HOOK_HANDLER)
+def scheduled_hook(payload: dict[str, Any], job: JobContext) -> None:
+    """One tick of a scheduled hook (its jobs Schedule queued it): start runs, post an event, or a webhook."""
+    run_hook(
+        hook_id=require(payload, "hook", int),
+        tick=datetime.fromisoformat(require(payload, "scheduled_for", str)),
+        missed_ticks=require(payload, "missed_ticks", int, optional=True) or 0,
+        job_id=job.id,
+    )
+
+
+@job_handler(PURGE_RUNS_HANDLER)
+def purge_hook_runs(payload: dict[str, Any], job: JobContext) -> None:
+    """Daily (a built-in schedule): forget hook run records past SCHEDULED_HOOK_RUN_RETENTION_DAYS."""
+    hook_runs_purge(older_than_days=float(settings.SCHEDULED_HOOK_RUN_RETENTION_DAYS))

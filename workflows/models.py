@@ -2,6 +2,8 @@
 
 from workflows.infrastructure.models import (
     ExecutionLog,
+    ScheduledHook,
+    ScheduledHookRun,
     TriggerSource,
     Workflow,
     WorkflowExecution,
@@ -9,4 +11,13 @@ from workflows.infrastructure.models import (
     WorkflowVersion,
 )
 
-__all__ = ["ExecutionLog", "TriggerSource", "Workflow", "WorkflowExecution", "WorkflowStep", "WorkflowVersion"]
+__all__ = [
+    "ExecutionLog",
+    "ScheduledHook",
+    "ScheduledHookRun",
+    "TriggerSource",
+    "Workflow",
+    "WorkflowExecution",
+    "WorkflowStep",
+    "WorkflowVersion",
+]

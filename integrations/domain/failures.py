@@ -7,6 +7,8 @@ system and the code only: never a URL path, a header value or a body.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
@@ -64,6 +66,47 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None, cap: fl
     if cap is not None:
         seconds = min(seconds, cap)
     return seconds
+
+
+# RateLimit (IETF draft-ietf-httpapi-ratelimit-headers): older drafts send `limit=10, remaining=0, reset=30`,
+# newer ones `"default";r=0;t=30`; either way the reset is delta-seconds.
+_RATELIMIT_RESET = re.compile(r"(?:^|[\s,;])(?:reset|t)\s*=\s*(\d{1,10})(?![\d.])")
+# Beyond this a number cannot be delta-seconds (ten years): it is a Unix time.
+_MAX_DELTA = 10 * 365 * 86400
+
+
+def retry_after_from_headers(
+    headers: Mapping[str, str], *, now: datetime | None = None, cap: float | None = None
+) -> float | None:
+    """Seconds the other side asked us to wait, from the first header that says: Retry-After (seconds or
+    an HTTP date), RateLimit-Reset (seconds), RateLimit (the draft's `reset=`/`t=`), X-RateLimit-Reset
+    (seconds, or a Unix time when it is larger than now, as GitHub and others send it). Capped; None if
+    no header says."""
+    when = now or datetime.now(UTC)
+    found = parse_retry_after(headers.get("Retry-After"), now=when)
+    if found is None:
+        found = _delta_seconds(headers.get("RateLimit-Reset"))
+    if found is None:
+        match = _RATELIMIT_RESET.search(headers.get("RateLimit") or "")
+        found = float(match.group(1)) if match else None
+    if found is None:
+        value = _delta_seconds(headers.get("X-RateLimit-Reset"), unix_allowed=True)
+        if value is not None:
+            epoch = when.timestamp()
+            found = max(0.0, value - epoch) if value > epoch or value > _MAX_DELTA else value
+    if found is not None and cap is not None:
+        found = min(found, cap)
+    return found
+
+
+def _delta_seconds(value: str | None, *, unix_allowed: bool = False) -> float | None:
+    """A whole number of seconds (a fraction is accepted for X-RateLimit-Reset, some send milliseconds' worth)."""
+    value = (value or "").strip()
+    if value.isdigit() and len(value) <= 12:
+        return float(int(value))
+    if unix_allowed and re.fullmatch(r"\d{1,12}\.\d{1,6}", value):
+        return float(value)
+    return None
 
 
 def failure_for_smtp_reply(code: int, *, stage: str) -> JobError:

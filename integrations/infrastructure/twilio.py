@@ -28,7 +28,7 @@ import requests
 from django.conf import settings
 
 from integrations.domain.channels import DeliveryResult, attach_failure_details
-from integrations.domain.failures import failure_for_status, is_success, parse_retry_after
+from integrations.domain.failures import failure_for_status, is_success, retry_after_from_headers
 from integrations.domain.sms import MAX_SMS_LENGTH, is_e164, mask_phone, normalize_phone
 from kernel.failures import AuthFailure, NetworkFailure, TimeoutFailure, ValidationFailure
 
@@ -120,7 +120,7 @@ class TwilioClient:
         error = failure_for_status(
             answer.status_code,
             who="twilio",
-            retry_after=parse_retry_after(answer.headers.get("Retry-After"), cap=config.retry_after_max),
+            retry_after=retry_after_from_headers(answer.headers, cap=config.retry_after_max),
             detail=f"error {code}" if isinstance(code, int) else "",
         )
         response_data = {

@@ -40,7 +40,7 @@ from integrations.domain.channels import (
     attach_failure_details,
     header_value_problem,
 )
-from integrations.domain.failures import failure_for_status, is_success, parse_retry_after
+from integrations.domain.failures import failure_for_status, is_success, retry_after_from_headers
 from integrations.domain.redaction import excerpt, redact, request_secrets
 from integrations.domain.signing import HEADERS as SIGNATURE_HEADERS
 from integrations.domain.signing import new_message_id, signature_headers
@@ -527,7 +527,7 @@ class RequestsWebhookClient:
         error = failure_for_status(
             answer.status_code,
             who=who,
-            retry_after=parse_retry_after(answer.headers.get("Retry-After"), cap=config.retry_after_max),
+            retry_after=retry_after_from_headers(answer.headers, cap=config.retry_after_max),
         )
         attach_failure_details(error, response.as_response_data(), response)
         raise error

@@ -9,6 +9,7 @@ from rest_framework import serializers
 
 from jobs.domain.states import DUE_STATES, JobStatus
 from jobs.infrastructure.models import Job
+from kernel.failures import stored_error
 
 
 @extend_schema_field(OpenApiTypes.DATETIME)
@@ -30,7 +31,7 @@ class LastErrorField(serializers.Field):
         super().__init__(source="error_message", read_only=True, allow_null=True, **kwargs)
 
     def to_representation(self, value: str):
-        return value or None
+        return stored_error(value) or None
 
 
 JOB_STATUS_CHOICES = [s.value for s in JobStatus]  # named JobStatusEnum in the schema (ENUM_NAME_OVERRIDES)
@@ -94,9 +95,28 @@ class JobCountsOut(serializers.Serializer):
     cancelled = serializers.IntegerField()
 
 
+@extend_schema_serializer(component_name="RunCounts")
+class RunCountsOut(serializers.Serializer):
+    queued = serializers.IntegerField()
+    active = serializers.IntegerField()
+    paused = serializers.IntegerField()
+    waiting = serializers.IntegerField()
+    completed = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    cancelled = serializers.IntegerField()
+
+
 @extend_schema_serializer(component_name="JobStats")
 class JobStatsOut(serializers.Serializer):
     counts = JobCountsOut(help_text="Jobs per status.")
+    # The same numbers as flat keys, as the queue's first API answered them (clients written against it).
+    pending = serializers.IntegerField(source="counts.pending", help_text="= counts.pending")
+    running = serializers.IntegerField(source="counts.running", help_text="= counts.running")
+    completed = serializers.IntegerField(source="counts.completed", help_text="= counts.completed")
+    failed = serializers.IntegerField(source="counts.failed", help_text="= counts.failed")
+    retrying = serializers.IntegerField(source="counts.retrying", help_text="= counts.retrying")
+    dead = serializers.IntegerField(source="counts.dead", help_text="= counts.dead")
+    runs = RunCountsOut(help_text="Workflow runs per status (of the account, with ?account=).")
     failure_rate = serializers.FloatField(
         allow_null=True, help_text="(failed + dead) / (completed + failed + dead); null before any job finished."
     )

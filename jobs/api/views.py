@@ -81,6 +81,7 @@ class OperatorJobStatsView(OperatorJobView):
                     "counts": stats.counts,
                     "failure_rate": stats.failure_rate,
                     "avg_duration_seconds": stats.avg_duration_seconds,
+                    "runs": stats.sections.get("runs", {}),
                 }
             ).data
         )

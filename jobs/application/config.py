@@ -19,6 +19,7 @@ class QueueConfig:
     batch_size: int
     retention_days: float | None
     dead_letter_retention_days: float | None
+    metrics_interval: float = 30.0  # seconds between gauge counts across all workers; 0: off
 
     @classmethod
     def from_settings(cls) -> QueueConfig:
@@ -36,6 +37,7 @@ class QueueConfig:
             batch_size=int(settings.JOB_BATCH_SIZE),
             retention_days=settings.JOB_RETENTION_DAYS,
             dead_letter_retention_days=settings.JOB_DEAD_LETTER_RETENTION_DAYS,
+            metrics_interval=float(settings.JOB_METRICS_INTERVAL),
         )
 
     @property

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 from django.db import IntegrityError, transaction
 from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Min, Q, QuerySet
+from django.db.models.functions import Now
 from django.utils import timezone
 
-from jobs.domain.states import JobStatus, check_cancel, check_manual_retry
+from jobs.domain.states import CANCELLABLE, MANUALLY_RETRYABLE, JobStatus, check_cancel, check_manual_retry
 from jobs.infrastructure.models import Job
 from jobs.infrastructure.store import get_store
 
@@ -80,7 +82,9 @@ def job_cancel(*, job_id: UUID | str, account_id: int | None = None) -> Job:
     job = _locked(job_id, account_id)
     check_cancel(job.status)
     job.status = JobStatus.CANCELLED
-    job.save(update_fields=["status"])
+    job.cancelled_at = Now()
+    job.save(update_fields=["status", "cancelled_at"])
+    job.refresh_from_db(fields=["cancelled_at"])
     return job
 
 
@@ -91,7 +95,7 @@ def cancel_pending_jobs(*, unique_key_prefix: str | None = None, ids: list[UUID]
         query = query.filter(unique_key__startswith=unique_key_prefix)
     if ids is not None:
         query = query.filter(pk__in=ids)
-    return query.update(status=JobStatus.CANCELLED)
+    return query.update(status=JobStatus.CANCELLED, cancelled_at=Now())
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,17 @@ class JobStats:
     counts: dict[str, int]
     failure_rate: float | None  # (failed + dead) / (completed + failed + dead); None before anything finished
     avg_duration_seconds: float | None  # of completed jobs
+    sections: dict[str, dict[str, int]] = field(default_factory=dict)  # other apps' counts (workflows: "runs")
+
+
+StatsSection = Callable[[int | None], dict[str, int]]  # account id (None: all) -> counts
+_stats_sections: dict[str, StatsSection] = {}
+
+
+def register_stats_section(name: str, counts: StatsSection) -> None:
+    """Counts another app adds to the queue's stats (the workflow engine: runs by status), so a failing
+    workflow shows beside the jobs that carry it; the queue itself knows nothing of workflows."""
+    _stats_sections[name] = counts
 
 
 def job_stats(*, account_id: int | None = None) -> JobStats:
@@ -116,7 +131,8 @@ def job_stats(*, account_id: int | None = None) -> JobStats:
         .order_by()
         .aggregate(avg=Avg(duration))["avg"]
     )
-    return JobStats(counts, failure_rate, avg.total_seconds() if avg is not None else None)
+    sections = {name: counts_of(account_id) for name, counts_of in _stats_sections.items()}
+    return JobStats(counts, failure_rate, avg.total_seconds() if avg is not None else None, sections)
 
 
 def job_list(
@@ -142,17 +158,18 @@ def job_list(
 def job_purge(*, retention_days: float | None, dead_letter_retention_days: float | None, chunk: int = 5000) -> int:
     """Delete finished jobs past their retention, counted from when they finished.
 
-    Completed and cancelled jobs go after `retention_days`; dead letters (dead, failed) only when
-    `dead_letter_retention_days` is set. created_at narrows the scan by index: a job cannot finish
-    before it was created.
+    Completed jobs go `retention_days` after they completed, cancelled ones after they were cancelled;
+    dead letters (dead, failed) `dead_letter_retention_days` after they gave up, and never when that is
+    unset, 0 or less (0 means "off", not "delete at once"). created_at narrows the scan by index: a job
+    cannot finish before it was created.
     """
     now = timezone.now()
     rules: list[tuple[datetime, Q]] = []
     if retention_days is not None:
         cutoff = now - timedelta(days=retention_days)
         rules.append((cutoff, Q(status=JobStatus.COMPLETED, completed_at__lt=cutoff)))
-        rules.append((cutoff, Q(status=JobStatus.CANCELLED, run_at__lt=cutoff)))
-    if dead_letter_retention_days is not None:
+        rules.append((cutoff, Q(status=JobStatus.CANCELLED, cancelled_at__lt=cutoff)))
+    if dead_letter_retention_days is not None and dead_letter_retention_days > 0:
         cutoff = now - timedelta(days=dead_letter_retention_days)
         rules.append((cutoff, Q(status__in=[JobStatus.DEAD, JobStatus.FAILED], failed_at__lt=cutoff)))
     deleted = 0
@@ -228,3 +245,97 @@ def jobs_carrying(*, payload_key: str, value: str, account_id: int | None = None
     if account_id is not None:
         query = query.filter(account_id=account_id)
     return list(query[:limit])
+
+
+# --- bulk operations by filter ----------------------------------------------------------------------------
+
+BULK_BATCH = 1000  # rows changed per transaction: no lock is held on more than this many jobs at once
+
+
+@dataclass(frozen=True)
+class BulkOutcome:
+    matched: int  # rows the filter matched
+    changed: int  # rows changed (with dry_run: that would be)
+    not_allowed: int  # rows whose state does not allow the operation (or that moved on meanwhile)
+    conflicts: int = 0  # retries refused because another unfinished job holds the unique key
+    dry_run: bool = False
+
+
+def job_bulk_filter(
+    *,
+    account_id: int | None = None,
+    status: str | None = None,
+    queue: str | None = None,
+    handler: str | None = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+) -> QuerySet[Job]:
+    query = job_list(account_id=account_id, status=status, queue=queue, handler=handler)
+    if created_after is not None:
+        query = query.filter(created_at__gte=created_after)
+    if created_before is not None:
+        query = query.filter(created_at__lt=created_before)
+    return query
+
+
+def _batches(query: QuerySet[Job], size: int):
+    """(id, status) of the matching jobs in primary-key order, a batch at a time (keyset: no OFFSET scans)."""
+    last = None
+    while True:
+        page = query.order_by("pk")
+        if last is not None:
+            page = page.filter(pk__gt=last)
+        rows = list(page.values_list("pk", "status")[:size])
+        if not rows:
+            return
+        yield rows
+        last = rows[-1][0]
+
+
+def job_bulk_cancel(*, dry_run: bool = False, batch_size: int = BULK_BATCH, **filters: Any) -> BulkOutcome:
+    """Cancel every matching pending or retrying job, a batch per transaction."""
+    matched = changed = 0
+    for rows in _batches(job_bulk_filter(**filters), batch_size):
+        matched += len(rows)
+        allowed = [pk for pk, status in rows if status in CANCELLABLE]
+        if dry_run:
+            changed += len(allowed)
+            continue
+        with transaction.atomic():
+            changed += Job.objects.filter(pk__in=allowed, status__in=sorted(CANCELLABLE)).update(
+                status=JobStatus.CANCELLED, cancelled_at=Now()
+            )
+    return BulkOutcome(matched, changed, matched - changed, dry_run=dry_run)
+
+
+def job_bulk_retry(*, dry_run: bool = False, batch_size: int = BULK_BATCH, **filters: Any) -> BulkOutcome:
+    """Retry every matching dead, failed or retrying job now (attempts reset), a batch per transaction.
+
+    A job whose unique key another unfinished job holds stays as it is and is counted in `conflicts`.
+    """
+    matched = changed = conflicts = 0
+    queues: Counter[str] = Counter()
+    for rows in _batches(job_bulk_filter(**filters), batch_size):
+        matched += len(rows)
+        allowed = [pk for pk, status in rows if status in MANUALLY_RETRYABLE]
+        if dry_run:
+            changed += len(allowed)
+            continue
+        retry = {"status": JobStatus.PENDING, "attempt_number": 0, "run_at": Now(), "lease_expires_at": None}
+        eligible = Job.objects.filter(pk__in=allowed, status__in=sorted(MANUALLY_RETRYABLE))
+        try:
+            with transaction.atomic():
+                queues.update(eligible.values_list("queue", flat=True))
+                changed += eligible.update(**retry)
+        except IntegrityError:  # a unique key held by another unfinished job: one by one, to find which
+            for pk in allowed:
+                try:
+                    with transaction.atomic():
+                        one = Job.objects.filter(pk=pk, status__in=sorted(MANUALLY_RETRYABLE))
+                        queues.update(one.values_list("queue", flat=True))
+                        changed += one.update(**retry)
+                except IntegrityError:
+                    conflicts += 1
+    if queues:
+        get_store().notify(Counter(dict.fromkeys(queues, 1)))
+    return BulkOutcome(matched, changed, matched - changed - conflicts, conflicts, dry_run)

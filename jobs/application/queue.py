@@ -17,7 +17,7 @@ from uuid import UUID
 from django.conf import settings
 from django.utils import timezone
 
-from jobs.application.registry import get_handler
+from jobs.application.registry import get_handler, get_payload_check
 from jobs.domain.ids import uuid7
 from jobs.infrastructure.models import Job
 from jobs.infrastructure.store import NewJob, get_store
@@ -106,6 +106,12 @@ def prepare_job(spec: JobSpec) -> NewJob:
         raise InvalidJob("payload", f"must be JSON-serializable ({exc})") from None
     if len(payload) > MAX_PAYLOAD_BYTES:
         raise InvalidJob("payload", f"must be at most {MAX_PAYLOAD_BYTES} bytes as JSON")
+    check = get_payload_check(spec.handler)
+    if check is not None:
+        problems = check(spec.payload)
+        if problems:
+            key, reason = sorted(problems.items())[0]
+            raise InvalidJob(f"payload.{key}", reason)
     if not isinstance(spec.queue, str) or not 0 < len(spec.queue) <= 100:
         raise InvalidJob("queue", "must be a name of 1 to 100 characters")
     if isinstance(spec.priority, bool) or not isinstance(spec.priority, int):

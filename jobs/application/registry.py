@@ -115,6 +115,25 @@ def dead_letter_hook(name: str) -> DeadLetterHook | None:
     return _dead_letter_hooks.get(name)
 
 
+PayloadCheck = Callable[[dict[str, Any]], dict[str, str]]  # payload -> {key: reason}, empty when fine
+_payload_checks: dict[str, PayloadCheck] = {}
+
+
+def payload_check(name: str) -> Callable[[PayloadCheck], PayloadCheck]:
+    """Register the decorated function to check payloads of handler `name` at enqueue: a payload the handler
+    cannot run is refused there (InvalidJob naming `payload.<key>`), not discovered by a worker."""
+
+    def register(func: PayloadCheck) -> PayloadCheck:
+        _payload_checks[name] = func
+        return func
+
+    return register
+
+
+def get_payload_check(name: str) -> PayloadCheck | None:
+    return _payload_checks.get(name)
+
+
 def batch_handler(name: str) -> Callable[[BatchHandler], BatchHandler]:
     """Register the decorated function to run, together, several claimed jobs of handler `name`.
 

@@ -34,14 +34,16 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TypeVar
 
 from django.db import Error as DatabaseError
 from django.db import connections
 
-from jobs.application import notifications
+from jobs.application import metrics, notifications
 from jobs.application.config import QueueConfig
 from jobs.application.context import JobContext, context_for
+from jobs.application.payloads import Payload
 from jobs.application.registry import DeadLetter, UnknownHandler, dead_letter_hook, get_batch_handler, get_handler
 from jobs.domain.retry import RetryDecision
 from jobs.domain.states import JobStatus
@@ -157,6 +159,7 @@ class _Executor:
     unstarted: list = field(default_factory=list)  # ids claimed, never started, not yet given back
     connection_lost: bool = False  # a queue statement failed: start nothing more until the debts are written
     grouped: bool = False  # its last batch went to a batch handler: claim by GROUP_TARGET_SECONDS
+    waits: list[float] = field(default_factory=list)  # pickup latencies not yet counted (metrics)
 
     def owes(self) -> bool:
         return self.connection_lost or bool(self.acks or self.failures or self.unstarted)
@@ -344,6 +347,7 @@ class Worker:
         if self._listener:
             self._listener.stop()
         self._finish_leftovers(still_running=any(e.thread.is_alive() for e in self._executors))
+        self._flush_metrics()
         log.info("worker %s stopped", self.worker_id)
         for handler in logging.getLogger().handlers:
             handler.flush()
@@ -396,6 +400,10 @@ class Worker:
                     store = self._private_store(statement_seconds=QUEUE_STATEMENT_TIMEOUT, lock_seconds=2)
                 self.rescue_expired(store)
                 fire_due_schedules(using=self.using)
+                metrics.flush_if_due(self.using)
+                metrics.refresh_gauges(
+                    interval=self.config.metrics_interval, worker_id=self.worker_id, using=self.using
+                )
             except Exception as exc:  # never let maintenance take the worker down
                 log.warning("maintenance failed, will retry: %s", format_error(exc))
                 if store is not None:
@@ -407,13 +415,27 @@ class Worker:
             store.connection.close()
         connections[self.using].close()
 
+    def _flush_metrics(self) -> None:
+        """What this process counted reaches the database before it exits."""
+        try:
+            metrics.flush(self.using)
+        except Exception as exc:
+            log.warning("could not store metrics: %s", format_error(exc))
+        finally:
+            connections[self.using].close()
+
     def rescue_expired(self, store: JobStore) -> None:
         """Put back jobs whose worker died (the attempt counts); tell the hooks of those that ended dead."""
         dead = []
-        for job_id, status, _queue in store.rescue_expired():
+        rescued = store.rescue_expired()
+        for job_id, status, _queue in rescued:
             log.warning("job %s lease expired; rescued to %s (the attempt counts)", job_id, status)
             if status == JobStatus.DEAD:
                 dead.append(job_id)
+        if rescued:
+            metrics.count(metrics.LEASE_EXPIRED, len(rescued))
+            metrics.count(metrics.ATTEMPT_DEAD_LETTERED, len(dead))
+            metrics.count(metrics.ATTEMPT_RETRIED, len(rescued) - len(dead))
         if dead:
             for job_id, handler, payload, error in store.describe(dead):
                 self._dead_letter(DeadLetter(job_id, handler, payload, JobStatus.DEAD.value, error))
@@ -592,12 +614,13 @@ class Worker:
         """One call of a batch handler, under one deadline. Returns the jobs to run one by one: those it
         left, or, if it failed, every job whose completion did not commit."""
         started = time.time()
+        executor.waits.extend([started - _epoch(job.run_at) for job in jobs])
         handler_connection = connections[self.using]
         contexts = [self._context(job, started, handler_connection) for job in jobs]
         running = self._running(jobs[0], handler_connection, claimed_at)
         error: BaseException | None = None
         left: Sequence[tuple[dict, JobContext]] = ()
-        items = [(job.payload, context) for job, context in zip(jobs, contexts, strict=True)]
+        items = [(Payload(job.payload), context) for job, context in zip(jobs, contexts, strict=True)]
         try:
             left = self._supervised(executor, running, lambda: get_batch_handler(handler)(items)) or ()
         except _DeadlinePassed:
@@ -605,11 +628,16 @@ class Worker:
         except Exception as exc:
             error = exc
         _reset_handler_connection(handler_connection, force=error is not None)
+        runaway = running.job.id if running.runaway else None  # its timeout was recorded: nothing more of it
         pending = [
             (job, context)
             for job, context in zip(jobs, contexts, strict=True)
-            if not context.completed_in_transaction and not (running.runaway and job.id == running.job.id)
+            if not context.completed_in_transaction and job.id != runaway
         ]
+        committed = sum(
+            1 for job, c in zip(jobs, contexts, strict=True) if c.completed_in_transaction and job.id != runaway
+        )
+        metrics.count(metrics.ATTEMPT_SUCCEEDED, committed)
         if isinstance(error, JobTimeout):
             for job, _context in pending:
                 self._record_failure(store, job, error, started, executor=executor)
@@ -676,13 +704,14 @@ class Worker:
 
     def _run_job(self, store: JobStore, executor: _Executor, job: ClaimedJob, claimed_at: float) -> Finished | None:
         started = time.time()
+        executor.waits.append(started - _epoch(job.run_at))
         handler_connection = connections[self.using]
         context = self._context(job, started, handler_connection)
         running = self._running(job, handler_connection, claimed_at)
         error: BaseException | None = None
         try:
             handler = get_handler(job.handler)
-            self._supervised(executor, running, lambda: handler(job.payload, context))
+            self._supervised(executor, running, lambda: handler(Payload(job.payload), context))
         except _DeadlinePassed:
             error = JobTimeout(self._timeout_message())
         except UnknownHandler as exc:
@@ -704,12 +733,16 @@ class Worker:
         if _reset_handler_connection(handler_connection):
             log.error("job %s %s left a transaction open; it was rolled back", job.id, job.handler)
         if context.completed_in_transaction:
+            metrics.count(metrics.ATTEMPT_SUCCEEDED)
             log.info("job %s %s completed in %.1f ms", job.id, job.handler, (time.time() - started) * 1000)
             return None
         return Finished(job.id, job.attempt_number, started, time.time())
 
     def _flush_acks(self, store: JobStore, executor: _Executor) -> None:
         """Acknowledge the executor's completed jobs; what cannot be written now is kept for later."""
+        if executor.waits:  # counted once per batch, not per job (in this process: no database needed)
+            waits, executor.waits = executor.waits, []
+            metrics.observe_pickup(waits)
         if executor.connection_lost:
             return
         with self._lock:
@@ -729,6 +762,7 @@ class Worker:
             log.warning("could not acknowledge %d completed jobs yet: %s; kept", len(done), format_error(exc))
             store.connection.close()
             return False
+        metrics.count(metrics.ATTEMPT_SUCCEEDED, len(acked))
         for finished in done:
             if finished.id in acked:
                 log.info(
@@ -791,6 +825,8 @@ class Worker:
             executor.failures.append(failure)
             executor.connection_lost = True
             return None
+        if written:
+            metrics.count(metrics.ATTEMPT_RETRIED if decision.will_retry else metrics.ATTEMPT_DEAD_LETTERED)
         if not written:
             log.warning("job %s failure not recorded: this worker no longer holds its lease", job.id)
             return False
@@ -818,6 +854,17 @@ class Worker:
             )
             self._dead_letter(DeadLetter(job.id, job.handler, job.payload, decision.status.value, error.message))
         return True
+
+
+def _epoch(value: object) -> float:
+    """A claimed row's due time in epoch seconds (PostgreSQL gives datetimes, SQLite text)."""
+    try:
+        return value.timestamp()  # type: ignore[attr-defined]
+    except AttributeError:
+        if isinstance(value, str):
+            parsed = datetime.fromisoformat(value)
+            return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
+        return time.time()
 
 
 def _batch_limit(average_duration: float, batch_size: int, target: float = BATCH_TARGET_SECONDS) -> int:

@@ -1,21 +1,67 @@
-"""Cron ticks. A schedule fires once per tick; missed ticks (no worker ran) fire once, not in a burst."""
+"""Cron ticks. A schedule fires once per tick; missed ticks (no worker ran) fire once, not in a burst.
 
-from datetime import datetime
+A schedule's ticks are read in its time zone (`0 9 * * *` in Europe/Paris is nine o'clock there, summer and
+winter) and kept in UTC. Which tick is due is decided on the database's clock by the caller.
+"""
+
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from croniter import croniter
+
+MAX_COUNTED_TICKS = 100_000  # counting missed ticks stops here (a per-minute schedule off for ~70 days)
 
 
 class InvalidCron(ValueError):
     pass
 
 
+class InvalidTimeZone(ValueError):
+    pass
+
+
 def validate_cron(expression: str) -> str:
-    expression = " ".join(expression.split())
+    expression = " ".join(str(expression).split())
     if len(expression.split(" ")) != 5 or not croniter.is_valid(expression):
         raise InvalidCron(f"{expression!r} is not a five-field cron expression")
     return expression
 
 
-def next_tick(expression: str, after: datetime) -> datetime:
-    """The first tick strictly after `after` (aware datetimes, UTC)."""
-    return croniter(validate_cron(expression), after).get_next(datetime)
+def validate_time_zone(name: str) -> str:
+    """An IANA time zone name (Europe/Paris, UTC)."""
+    try:
+        if not isinstance(name, str) or not name or name not in _zones():
+            raise ZoneInfoNotFoundError(name)
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise InvalidTimeZone(f"{str(name)[:64]!r} is not an IANA time zone name (e.g. Europe/Paris, UTC)") from None
+    return name
+
+
+_ZONES: frozenset[str] | None = None
+
+
+def _zones() -> frozenset[str]:
+    global _ZONES
+    if _ZONES is None:
+        _ZONES = frozenset(available_timezones()) | {"UTC"}
+    return _ZONES
+
+
+def next_tick(expression: str, after: datetime, time_zone: str = "UTC") -> datetime:
+    """The first tick strictly after `after` (an aware datetime), read in `time_zone`; returned in UTC."""
+    local = after.astimezone(ZoneInfo(time_zone))
+    return croniter(validate_cron(expression), local).get_next(datetime).astimezone(UTC)
+
+
+def ticks_missed(expression: str, tick: datetime, now: datetime, time_zone: str = "UTC") -> int:
+    """How many ticks after `tick` came due by `now` too: when a schedule fires late, these are skipped
+    (they fire once, as `tick`), and the schedule shows how many."""
+    missed = 0
+    current = tick
+    while missed < MAX_COUNTED_TICKS:
+        current = next_tick(expression, current, time_zone)
+        if current > now:
+            break
+        missed += 1
+    return missed

@@ -2,6 +2,8 @@
 
 from enum import StrEnum
 
+from kernel.failures import JobError
+
 
 class JobStatus(StrEnum):
     PENDING = "pending"  # waiting for run_at, then for a worker
@@ -44,6 +46,16 @@ TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
 
 CANCELLABLE = frozenset({JobStatus.PENDING, JobStatus.RETRYING})
 MANUALLY_RETRYABLE = frozenset({JobStatus.DEAD, JobStatus.FAILED, JobStatus.RETRYING})
+
+
+# Endings of a job that no handler raised, named where a failure must be (a cancelled Django task's error).
+# Queue concepts, so here and not in the failure kernel; the tasks backend is their only reader.
+class JobCancelled(JobError):
+    """Stands for an operator's cancel."""
+
+
+class LeaseExpired(JobError):
+    """Stands for a worker that died holding the job (the stored error says `LeaseExpired: ...`)."""
 
 
 class IllegalJobTransition(Exception):

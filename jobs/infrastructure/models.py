@@ -25,6 +25,7 @@ class Job(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)  # the latest attempt's start
     completed_at = models.DateTimeField(null=True, blank=True)
     failed_at = models.DateTimeField(null=True, blank=True)  # the latest failure
+    cancelled_at = models.DateTimeField(null=True, blank=True)  # when an operator (or its owner) cancelled it
     error_message = models.TextField(blank=True, default="")  # `Type: message`, redacted, <= 1,000
     attempt_number = models.PositiveIntegerField(default=0)  # attempts started (and counted)
     max_attempts = models.PositiveIntegerField()
@@ -36,6 +37,8 @@ class Job(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, db_index=False
     )
     unique_key = models.CharField(max_length=200, null=True, blank=True)
+    # What a handler chose to keep (Django tasks: the return value, each attempt's error and worker).
+    result = models.JSONField(null=True, blank=True)
 
     class Meta:
         app_label = "jobs"
@@ -68,7 +71,8 @@ class Schedule(models.Model):
     """A cron schedule: each tick enqueues one job, once, however many workers run."""
 
     name = models.CharField(max_length=100, unique=True)
-    cron = models.CharField(max_length=100)  # five-field cron expression, UTC
+    cron = models.CharField(max_length=100)  # five-field cron expression, read in `timezone`
+    timezone = models.CharField(max_length=64, default="UTC")  # an IANA name
     handler = models.CharField(max_length=200)
     payload = models.JSONField(default=dict, blank=True)
     queue = models.CharField(max_length=100, default="default")
@@ -76,6 +80,8 @@ class Schedule(models.Model):
     enabled = models.BooleanField(default=True)
     next_run_at = models.DateTimeField()
     last_run_at = models.DateTimeField(null=True, blank=True)
+    # Ticks that came due while no worker ran and were folded into the one fired on catch-up.
+    missed_ticks = models.PositiveIntegerField(default=0)
 
     class Meta:
         app_label = "jobs"
@@ -83,3 +89,55 @@ class Schedule(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.cron})"
+
+
+class MetricCounter(models.Model):
+    """A counter of the Prometheus metrics, kept in the database: every process adds what it counted.
+
+    Kept here rather than in prometheus-client's per-host multiprocess files because workers and web
+    processes run on different hosts; any web process then serves the whole installation's numbers, and a
+    restarted worker never resets them (DDD_NOTES "Metrics").
+    """
+
+    name = models.CharField(max_length=100)
+    labels = models.CharField(max_length=500, default="")  # canonical JSON object of the label values
+    value = models.FloatField(default=0.0)
+
+    class Meta:
+        app_label = "jobs"
+        constraints = [models.UniqueConstraint(fields=["name", "labels"], name="metric_counter_series")]
+
+    def __str__(self) -> str:
+        return f"{self.name}{self.labels} = {self.value:g}"
+
+
+class MetricGauge(models.Model):
+    """A gauge's last published numbers: one worker computes them per JOB_METRICS_INTERVAL, scrapes read them."""
+
+    name = models.CharField(max_length=100)
+    labels = models.CharField(max_length=500, default="")
+    value = models.FloatField()
+    computed_at = models.DateTimeField()
+
+    class Meta:
+        app_label = "jobs"
+        constraints = [models.UniqueConstraint(fields=["name", "labels"], name="metric_gauge_series")]
+
+    def __str__(self) -> str:
+        return f"{self.name}{self.labels} = {self.value:g}"
+
+
+class MetricRefresh(models.Model):
+    """One row: when the gauges are next due. A worker takes a refresh by advancing it (compare-and-set),
+    so one worker computes them per interval however many run."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    next_at = models.DateTimeField()
+    last_at = models.DateTimeField(null=True, blank=True)
+    last_worker = models.CharField(max_length=120, blank=True, default="")
+
+    class Meta:
+        app_label = "jobs"
+
+    def __str__(self) -> str:
+        return f"metrics refresh due {self.next_at}"

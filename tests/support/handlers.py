@@ -32,7 +32,8 @@ def _record(path: str, **fields: Any) -> None:
 def record(payload: dict[str, Any], job: JobContext) -> None:
     """Write when it started and finished, for counting runs and overlaps."""
     started = time.time()
-    time.sleep(payload.get("sleep", 0))
+    if payload.get("sleep"):  # not sleep(0): under libfaketime that fails with EINVAL
+        time.sleep(payload["sleep"])
     _record(
         payload["path"],
         job=str(job.id),
@@ -149,3 +150,12 @@ def cut_connections(payload: dict[str, Any], job: JobContext) -> None:
     _record(payload["path"], job=str(job.id), attempt=job.attempt_number, tag="cut", at=time.time())
     if payload.get("fail"):
         raise ServerFailure("the connection was cut on purpose")
+
+
+@job_handler("test.needs_keys")
+def needs_keys(payload: dict[str, Any], job: JobContext) -> None:
+    """Reads its payload as handlers do: a missing key or a wrong type must fail at once, naming the key."""
+    from jobs.application.payloads import require
+
+    payload["name"]
+    require(payload, "count", int)

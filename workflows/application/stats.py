@@ -15,10 +15,10 @@ from django.utils import timezone
 
 from accounts.infrastructure.models import Account
 from jobs.application.operations import queue_overview
-from workflows.domain.execution import ExecutionStatus, StepOutcome
+from workflows.domain.execution import COUNTED_FOR_LIMIT, UNFINISHED, ExecutionStatus, StepOutcome
 from workflows.infrastructure.models import ExecutionLog, WorkflowExecution
 
-IN_FLIGHT = (ExecutionStatus.QUEUED, ExecutionStatus.ACTIVE, ExecutionStatus.WAITING, ExecutionStatus.PAUSED)
+IN_FLIGHT = sorted(UNFINISHED)  # the domain's sets, so the dashboard counts as the limit and the rules do
 RUN_STATUSES = [status.value for status in ExecutionStatus]
 
 
@@ -184,10 +184,7 @@ def dashboard(
     )
     both_total = job_counts["total"] + run_counts["total"]
     in_progress = dict(
-        runs.filter(status__in=[ExecutionStatus.QUEUED, ExecutionStatus.ACTIVE])
-        .order_by()
-        .values_list("account_id")
-        .annotate(n=Count("id"))
+        runs.filter(status__in=sorted(COUNTED_FOR_LIMIT)).order_by().values_list("account_id").annotate(n=Count("id"))
     )
     running = queue.running_by_account
     usage = [

@@ -101,6 +101,15 @@ UNFINISHED = frozenset(
 ENDED = frozenset({ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.CANCELLED})
 
 
+# What an operator's move needs the run to be in (pause/cancel by the table; resume and retry one state each).
+OPERATOR_MOVES: dict[str, frozenset[ExecutionStatus]] = {
+    "pause": frozenset(s for s, targets in TRANSITIONS.items() if ExecutionStatus.PAUSED in targets),
+    "cancel": frozenset(s for s, targets in TRANSITIONS.items() if ExecutionStatus.CANCELLED in targets),
+    "resume": frozenset({ExecutionStatus.PAUSED}),
+    "retry": frozenset({ExecutionStatus.FAILED}),
+}
+
+
 def can_transition(current: ExecutionStatus | str, target: ExecutionStatus | str) -> bool:
     return ExecutionStatus(target) in TRANSITIONS[ExecutionStatus(current)]
 

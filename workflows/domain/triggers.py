@@ -176,6 +176,16 @@ def parse_trigger(reader: Reader) -> Trigger:
     return Trigger(type=trigger_type, event=event or "", tag=tag, conditions=tuple(conditions))
 
 
+def parse_contact_filter(reader: Reader) -> list[ContactCondition]:
+    """The `filter` key of `reader`'s object: conditions on a contact that must all hold (one language for
+    trigger filters and scheduled hooks' audiences)."""
+    return _parse_conditions(reader)
+
+
+def contact_matches(conditions: tuple[ContactCondition, ...] | list[ContactCondition], contact: Mapping) -> bool:
+    return all(condition.matches(contact) for condition in conditions)
+
+
 def _parse_conditions(reader: Reader) -> list[ContactCondition]:
     raw = reader.get("filter")
     path = reader.at("filter")

@@ -12,6 +12,7 @@ from jobs.domain.ids import uuid7
 from workflows.domain.actions import ActionType
 from workflows.domain.errors import PublishedVersionImmutable
 from workflows.domain.execution import COUNTED_FOR_LIMIT, ExecutionStatus, StepOutcome
+from workflows.domain.scheduled_hooks import HookAction, HookRunStatus, HookStatus
 from workflows.domain.triggers import Reenrollment, TriggerType
 from workflows.domain.workflow import WorkflowStatus
 
@@ -24,6 +25,7 @@ class TriggerSource(models.TextChoices):
     MANUAL = "manual", "manual (admin)"
     API = "api", "API"
     EVENT = "event", "event"
+    SCHEDULE = "schedule", "scheduled hook"
 
 
 class Workflow(models.Model):
@@ -233,3 +235,56 @@ class ExecutionLog(models.Model):
 
     def __str__(self) -> str:
         return f"step {self.step_index} attempt {self.attempt_number}: {self.outcome}"
+
+
+class ScheduledHook(models.Model):
+    """At each tick of `cron` (read in `timezone`), do `action` for the account (workflows.domain.scheduled_hooks).
+
+    Its ticks are a jobs Schedule (`schedule`, named `hook:<id>`), so they fire once per tick however many
+    workers run, on the database's clock, and the ticks missed while no worker ran are counted there.
+    """
+
+    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="scheduled_hooks")
+    name = models.CharField(max_length=200)
+    cron = models.CharField(max_length=100)
+    timezone = models.CharField(max_length=64, default="UTC")
+    action = models.CharField(max_length=32, choices=_choices(HookAction))
+    config = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, choices=_choices(HookStatus), default=HookStatus.ACTIVE)
+    schedule = models.OneToOneField(
+        "jobs.Schedule", null=True, blank=True, on_delete=models.SET_NULL, related_name="hook", editable=False
+    )
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        app_label = "workflows"
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["account", "-created_at"], name="hook_account_created")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.cron} {self.timezone})"
+
+
+class ScheduledHookRun(models.Model):
+    """What one tick of a hook did: the runs it started (or events posted, or the webhook job queued)."""
+
+    hook = models.ForeignKey(ScheduledHook, on_delete=models.CASCADE, related_name="runs")
+    tick = models.DateTimeField()
+    missed_ticks = models.PositiveIntegerField(default=0)  # earlier ticks folded into this one (catch-up)
+    status = models.CharField(max_length=16, choices=_choices(HookRunStatus))
+    job_id = models.UUIDField(null=True, blank=True)  # the scheduled_hook job that ran it
+    started = models.PositiveIntegerField(default=0)  # runs started, or contacts the event was posted for
+    skipped = models.PositiveIntegerField(default=0)  # contacts the workflow's rules left out
+    detail = models.JSONField(default=dict, blank=True)  # execution ids (the first 1,000), the webhook job id
+    error = models.TextField(blank=True, default="")  # the queue's stored-error form
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        app_label = "workflows"
+        ordering = ["-tick", "-id"]
+        constraints = [models.UniqueConstraint(fields=["hook", "tick"], name="hook_run_once_per_tick")]
+
+    def __str__(self) -> str:
+        return f"{self.hook_id} @ {self.tick:%Y-%m-%d %H:%M} {self.status}"

@@ -29,8 +29,12 @@ from django.utils.dateparse import parse_datetime
 
 from contacts.infrastructure.store import COLUMNS as CONTACT_ROW
 from contacts.infrastructure.store import row_from_db as contact_row_from_db
-from workflows.domain.execution import COUNTED_FOR_LIMIT, UNFINISHED, Execution, ExecutionStatus
+from jobs.application import metrics
+from workflows.domain.execution import COUNTED_FOR_LIMIT, ENDED, UNFINISHED, Execution, ExecutionStatus
 from workflows.infrastructure.models import ExecutionLog, WorkflowExecution
+
+RUNS_STARTED = "relay_workflow_runs_started_total"
+RUNS_FINISHED = "relay_workflow_runs_finished_total"
 
 RUN_TABLE = WorkflowExecution._meta.db_table
 LOG_TABLE = ExecutionLog._meta.db_table
@@ -252,6 +256,23 @@ class RunStore:
     def _prep(self, model, name: str, value: Any) -> Any:
         return model._meta.get_field(name).get_db_prep_save(value, self.connection)
 
+    # --- metrics: runs started and finished, counted when the writing transaction commits -----------
+    def _count_started(self, rows: list[RunRow]) -> None:
+        started: dict[tuple[str, str], float] = {}
+        for row in rows:
+            series = (RUNS_STARTED, metrics.labels_key(workflow=str(row.workflow_id)))
+            started[series] = started.get(series, 0) + 1
+        self.connection.on_commit(lambda: [metrics.count(series, n) for series, n in started.items()])
+
+    def _count_finished(self, entries: list[tuple[RunRow, list[str]]]) -> None:
+        finished: dict[tuple[str, str], float] = {}
+        for row, columns in entries:
+            if "status" in columns and row.status in ENDED:
+                series = (RUNS_FINISHED, metrics.labels_key(workflow=str(row.workflow_id), status=row.status))
+                finished[series] = finished.get(series, 0) + 1
+        if finished:
+            self.connection.on_commit(lambda: [metrics.count(series, n) for series, n in finished.items()])
+
     # --- runs -------------------------------------------------------------------------------
     def lock_run(self, execution_id: UUID) -> RunRow | None:
         """The run's row, locked until the transaction ends."""
@@ -399,6 +420,7 @@ class RunStore:
             [{name: getattr(row, name) for name in _RUN_RECORDED} for row, _c, _l in entries], default=_plain
         )
         logs = json.dumps([log for _r, _c, log in entries], default=_plain)
+        self._count_finished([(row, columns) for row, columns, _l in entries])
         with self.connection.cursor() as cursor:
             # The ids again as an array: a JSON document's rows are opaque to the planner, which would
             # otherwise scan every run rather than look these up by primary key.
@@ -420,7 +442,10 @@ class RunStore:
                 " WHERE id = %s AND status = %s AND current_step_index = %s AND next_job_id = %s",
                 params,
             )
-            return cursor.rowcount == 1
+            if cursor.rowcount != 1:
+                return False
+        self._count_finished([(row, columns)])
+        return True
 
     def record_step(self, row: RunRow, columns: list[str], log: dict[str, Any]) -> None:
         """Save the run's move and insert the attempt's log row (one statement on PostgreSQL). Hold the lock."""
@@ -428,6 +453,7 @@ class RunStore:
             self.update_run(row, columns)
             self.insert_log(**log)
             return
+        self._count_finished([(row, columns)])
         assignments, params = self._assignments(row, columns)
         params.append(self._prep(WorkflowExecution, "id", row.id))
         log_columns = [_column(ExecutionLog, name) for name in log]
@@ -448,6 +474,7 @@ class RunStore:
         return ", ".join(f"{_column(WorkflowExecution, n)} = %s" for n in names), params
 
     def update_run(self, row: RunRow, columns: list[str]) -> None:
+        self._count_finished([(row, columns)])
         assignments, params = self._assignments(row, columns)
         params.append(self._prep(WorkflowExecution, "id", row.id))
         with self.connection.cursor() as cursor:
@@ -465,6 +492,7 @@ class RunStore:
                 f"INSERT INTO {RUN_TABLE} ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))})",
                 params,
             )
+        self._count_started([row])
         return now
 
     def insert_runs(self, rows: list[RunRow], extras: list[dict[str, Any]], chunk: int = 500) -> datetime:
@@ -486,6 +514,7 @@ class RunStore:
                 cursor.execute(
                     f"INSERT INTO {RUN_TABLE} ({columns}) VALUES {', '.join([placeholder] * len(part))}", params
                 )
+        self._count_started(rows)
         return now
 
     def insert_log(self, **values: Any) -> None:

@@ -153,10 +153,39 @@ def test_stats(operator_api, account, other_account, make_job):
     }
     assert body["failure_rate"] == pytest.approx(1 / 3)
     assert body["avg_duration_seconds"] == pytest.approx(2.0, abs=0.5)
+    # The flat keys clients of the first API read, beside `counts`.
+    flat = {key: body[key] for key in ("pending", "running", "completed", "failed", "retrying", "dead")}
+    assert flat == {"pending": 1, "running": 0, "completed": 2, "failed": 0, "retrying": 0, "dead": 1}
     mine = operator_api.get(f"/api/v1/admin/jobs/stats?account={account.slug}").json()
     assert mine["counts"]["completed"] == 2
-    assert mine["counts"]["dead"] == 0
+    assert mine["counts"]["dead"] == mine["dead"] == 0
     assert mine["failure_rate"] == 0
+
+
+def test_stats_carry_the_runs_by_status_so_a_failing_workflow_shows(operator_api, account, other_account):
+    from tests.factories import ContactFactory
+    from tests.integration.workflows.support import make_workflow
+    from workflows.application.runs.starting import start_run
+    from workflows.infrastructure.models import WorkflowExecution
+
+    workflow = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "a"}}])
+    runs = [start_run(workflow_id=workflow.pk, contact_id=ContactFactory(account=account).pk) for _ in range(3)]
+    WorkflowExecution.objects.filter(pk=runs[0].execution.pk).update(status="failed")
+    other = make_workflow(other_account, [{"action_type": "add_tag", "config": {"tag": "a"}}])
+    start_run(workflow_id=other.pk, contact_id=ContactFactory(account=other_account).pk)
+
+    body = operator_api.get("/api/v1/admin/jobs/stats").json()
+    assert body["runs"] == {
+        "queued": 3,
+        "active": 0,
+        "paused": 0,
+        "waiting": 0,
+        "completed": 0,
+        "failed": 1,
+        "cancelled": 0,
+    }
+    mine = operator_api.get(f"/api/v1/admin/jobs/stats?account={account.slug}").json()
+    assert (mine["runs"]["queued"], mine["runs"]["failed"]) == (2, 1)
 
 
 def test_stats_before_anything_finished(operator_api):

@@ -45,6 +45,19 @@ EXPECTED_OPERATIONS = {
     ("post", "/api/v1/executions/{execution_id}/resume"),
     ("post", "/api/v1/executions/{execution_id}/cancel"),
     ("post", "/api/v1/executions/{execution_id}/retry"),
+    ("post", "/api/v1/admin/jobs/retry"),
+    ("post", "/api/v1/admin/jobs/cancel"),
+    ("post", "/api/v1/executions/pause"),
+    ("post", "/api/v1/executions/resume"),
+    ("post", "/api/v1/executions/cancel"),
+    ("post", "/api/v1/executions/retry"),
+    ("get", "/api/v1/schedules"),
+    ("post", "/api/v1/schedules"),
+    ("get", "/api/v1/schedules/{hook_id}"),
+    ("delete", "/api/v1/schedules/{hook_id}"),
+    ("post", "/api/v1/schedules/{hook_id}/pause"),
+    ("post", "/api/v1/schedules/{hook_id}/resume"),
+    ("get", "/api/v1/schedules/{hook_id}/runs"),
 }
 
 

@@ -138,7 +138,7 @@ def test_purge_counts_retention_from_when_a_job_finished_and_keeps_dead_letters_
     recent = timezone.now() - dt.timedelta(hours=1)
     done = _job(JobStatus.COMPLETED, created_at=old, completed_at=old)
     scheduled_long_ago = _job(JobStatus.COMPLETED, created_at=old, completed_at=recent)
-    cancelled = _job(JobStatus.CANCELLED, created_at=old, run_at=old)
+    cancelled = _job(JobStatus.CANCELLED, created_at=old, run_at=old, cancelled_at=old)
     dead = _job(JobStatus.DEAD, created_at=old, failed_at=old)
     waiting = _job(JobStatus.PENDING, created_at=old, run_at=old)
     assert job_purge(retention_days=7, dead_letter_retention_days=None) == 2

@@ -5,7 +5,12 @@ from email.utils import format_datetime
 
 import pytest
 
-from integrations.domain.failures import failure_for_smtp_reply, failure_for_status, parse_retry_after
+from integrations.domain.failures import (
+    failure_for_smtp_reply,
+    failure_for_status,
+    parse_retry_after,
+    retry_after_from_headers,
+)
 from kernel.failures import (
     AuthFailure,
     RateLimited,
@@ -101,3 +106,29 @@ def test_smtp_replies(code, kind):
     assert type(error) is kind
     assert str(code) in str(error)
     assert classify(error).retryable is (400 <= code < 500)
+
+
+# --- rate-limit headers beside Retry-After ---------------------------------------------------------------
+_NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"Retry-After": "30"}, 30.0),
+        ({"Retry-After": "Tue, 01 Dec 2026 12:01:00 GMT"}, 60.0),
+        ({"Retry-After": "20", "RateLimit-Reset": "99"}, 20.0),  # Retry-After wins
+        ({"RateLimit-Reset": "45"}, 45.0),
+        ({"RateLimit": "limit=100, remaining=0, reset=12"}, 12.0),  # the draft's older form
+        ({"RateLimit": '"default";r=0;t=7'}, 7.0),  # its newer structured form
+        ({"X-RateLimit-Reset": "15"}, 15.0),  # seconds
+        ({"X-RateLimit-Reset": str(int(_NOW.timestamp()) + 90)}, 90.0),  # a Unix time
+        ({"X-RateLimit-Reset": str(int(_NOW.timestamp()) - 90)}, 0.0),  # a Unix time already past
+        ({"X-RateLimit-Reset": "100000"}, 3600.0),  # capped
+        ({"RateLimit": "remaining=0"}, None),
+        ({"RateLimit-Reset": "soon"}, None),
+        ({}, None),
+    ],
+)
+def test_the_wait_is_read_from_retry_after_then_the_rate_limit_headers(headers, expected):
+    assert retry_after_from_headers(headers, now=_NOW, cap=3600) == expected

@@ -1,0 +1,154 @@
+"""Deliveries any Django code can queue, without a workflow: a signed webhook and an email.
+
+    enqueue("webhook_delivery", {"url": "https://hooks.example.com/orders", "method": "POST",
+                                 "headers": {"X-Shop": "7"}, "body": {"order": 42}, "account": account.pk})
+    enqueue("send_email", {"to": "ada@example.com", "subject": "Your order", "text": "Thanks!",
+                           "html": "<p>Thanks!</p>", "account": account.pk, "from": "Shop <shop@example.com>"})
+
+Each runs through the same channel as the workflow steps (integrations.application.channels): the webhook is
+signed with the account's Standard Webhooks secret and goes through the SSRF guard; an email goes through
+EMAIL_URL. A failure raises the channel's classified error, so the queue retries exactly what a workflow step
+would retry (timeouts, 429 with its Retry-After, 5xx, network) and fails at once what it would not (4xx,
+401/403, a refused target), and the stored error follows the queue's rule (origin and code, never a path).
+Payloads are checked at enqueue (a missing or mistyped key is refused there, naming it).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from contacts.infrastructure.models import Contact
+from integrations.application.channels import email_channel, webhook_client
+from integrations.domain.channels import EmailMessage, WebhookRequest
+from jobs.application.context import JobContext
+from jobs.application.payloads import InvalidPayload, require
+from jobs.application.registry import job_handler, payload_check
+
+log = logging.getLogger("relay.integrations")
+
+WEBHOOK_DELIVERY = "webhook_delivery"
+SEND_EMAIL = "send_email"
+WEBHOOK_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+
+
+_Spec = dict[str, tuple[type | tuple[type, ...], bool]]  # key -> (type, required)
+
+
+def _problems(payload: dict[str, Any], spec: _Spec) -> dict[str, str]:
+    """Each key of `spec` ((type, required)) checked; unknown keys refused, so a misspelt key is not ignored."""
+    problems = {}
+    for key in payload:
+        if key not in spec:
+            problems[key] = f"is not a field of this job (fields: {', '.join(spec)})"
+    for key, (kind, required) in spec.items():
+        try:
+            require(payload, key, kind, optional=not required)
+        except InvalidPayload as exc:
+            problems[key] = str(exc).split(": ", 1)[1]
+    return problems
+
+
+_WEBHOOK: _Spec = {
+    "url": (str, True),
+    "method": (str, False),
+    "headers": (dict, False),
+    "body": (object, False),
+    "account": (int, False),
+}
+
+
+@payload_check(WEBHOOK_DELIVERY)
+def check_webhook_payload(payload: dict[str, Any]) -> dict[str, str]:
+    problems = _problems(payload, _WEBHOOK)
+    url = payload.get("url")
+    if isinstance(url, str) and not url.lower().startswith(("http://", "https://")):
+        problems["url"] = "must be an http:// or https:// URL"
+    method = payload.get("method")
+    if isinstance(method, str) and method.upper() not in WEBHOOK_METHODS:
+        problems["method"] = f"must be one of {', '.join(WEBHOOK_METHODS)}"
+    headers = payload.get("headers")
+    if isinstance(headers, dict) and not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
+        problems["headers"] = "must map header names to text values"
+    return problems
+
+
+@job_handler(WEBHOOK_DELIVERY)
+def webhook_delivery(payload: dict[str, Any], job: JobContext) -> dict[str, Any]:
+    """One attempt of a signed, SSRF-guarded webhook. The `webhook-id` is the job's, the same on every retry of
+    this job, so a receiver can drop duplicates; a new job is a new message."""
+    account_id = _account(payload, job)
+    response = webhook_client().send(
+        WebhookRequest(
+            method=str(payload.get("method") or "POST").upper(),
+            url=require(payload, "url", str),
+            headers=dict(payload.get("headers") or {}),
+            body=payload.get("body"),
+            message_id=f"job_{job.id}",
+            account_id=account_id,
+        )
+    )
+    return response.as_response_data()
+
+
+_EMAIL: _Spec = {
+    "to": (str, True),
+    "subject": (str, True),
+    "text": (str, True),
+    "html": (str, False),
+    "from": (str, False),
+    "account": (int, False),
+    "contact": (int, False),
+}
+
+
+@payload_check(SEND_EMAIL)
+def check_email_payload(payload: dict[str, Any]) -> dict[str, str]:
+    problems = _problems(payload, _EMAIL)
+    if payload.get("contact") is not None and payload.get("account") is None:
+        problems["account"] = "is required with contact (a contact belongs to an account)"
+    return problems
+
+
+@job_handler(SEND_EMAIL)
+def send_email(payload: dict[str, Any], job: JobContext) -> dict[str, Any]:
+    """One email through EMAIL_URL. When the recipient is a contact of the account (named by `contact`, or
+    found by the address), consent is law: an unsubscribed contact gets nothing and the job completes as
+    skipped; a contact's email carries its unsubscribe link and headers."""
+    account_id = _account(payload, job)
+    to = require(payload, "to", str)
+    contact = _recipient(account_id, payload.get("contact"), to)
+    if contact is not None and not contact.consent().allows_email():
+        log.info("send_email job %s skipped: contact %s is unsubscribed", job.id, contact.pk)
+        return {"skipped": "unsubscribed", "contact": contact.pk}
+    result = email_channel().send_email(
+        EmailMessage(
+            to=to,
+            subject=require(payload, "subject", str),
+            text=require(payload, "text", str),
+            html=payload.get("html"),
+            from_email=payload.get("from") or None,
+            account_id=account_id,
+            contact_id=contact.pk if contact is not None else None,
+        )
+    )
+    return result.as_response_data()
+
+
+def _account(payload: dict[str, Any], job: JobContext) -> int | None:
+    account = require(payload, "account", int, optional=True)
+    if account is not None and job.account_id is not None and account != job.account_id:
+        raise InvalidPayload("account", "differs from the account the job was queued for")
+    return account if account is not None else job.account_id
+
+
+def _recipient(account_id: int | None, contact_id: int | None, address: str) -> Contact | None:
+    if account_id is None:
+        return None
+    contacts = Contact.objects.filter(account_id=account_id)
+    if contact_id is not None:
+        contact = contacts.filter(pk=contact_id).first()
+        if contact is None:
+            raise InvalidPayload("contact", "is not a contact of this account")
+        return contact
+    return contacts.filter(email__iexact=address.strip()).order_by("pk").first()

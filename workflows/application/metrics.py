@@ -1,0 +1,67 @@
+"""The workflow engine's Prometheus metrics, registered with the queue's (jobs.application.metrics).
+
+Counters: runs started and runs finished (by final status) per workflow, counted when the transaction that
+wrote them commits (workflows.infrastructure.store). Gauges, counted by the refreshing worker: runs by status,
+and per account the runs counted against max_concurrent_executions (QUEUED or ACTIVE) beside that limit.
+"""
+
+from __future__ import annotations
+
+from django.db.models import Count
+
+from jobs.application import metrics
+from jobs.application.operations import register_stats_section
+from workflows.domain.execution import COUNTED_FOR_LIMIT, ExecutionStatus
+from workflows.infrastructure.models import WorkflowExecution
+from workflows.infrastructure.store import RUNS_FINISHED, RUNS_STARTED
+
+
+def runs_by_status(*, using: str = "default", account_id: int | None = None) -> dict[str, int]:
+    counts = {status.value: 0 for status in ExecutionStatus}
+    query = WorkflowExecution.objects.using(using).order_by()
+    if account_id is not None:
+        query = query.filter(account_id=account_id)
+    for row in query.values("status").annotate(n=Count("id")):
+        counts[row["status"]] = row["n"]
+    return counts
+
+
+def running_executions_by_account(*, using: str = "default") -> list[tuple[str, int, int]]:
+    """(account slug, runs QUEUED or ACTIVE, its max_concurrent_executions) for accounts with any."""
+    rows = (
+        WorkflowExecution.objects.using(using)
+        .filter(status__in=sorted(COUNTED_FOR_LIMIT))
+        .order_by()
+        .values("account__slug", "account__max_concurrent_executions")
+        .annotate(n=Count("id"))
+    )
+    return sorted((r["account__slug"], r["n"], r["account__max_concurrent_executions"]) for r in rows)
+
+
+def _runs(counts: metrics.CountPass):
+    return [({"status": status}, n) for status, n in runs_by_status(using=counts.using).items()]
+
+
+def _executions(counts: metrics.CountPass) -> list[tuple[str, int, int]]:
+    return counts.once("workflows.executions", lambda: running_executions_by_account(using=counts.using))
+
+
+def register() -> None:
+    register_stats_section("runs", lambda account_id: runs_by_status(account_id=account_id))
+    metrics.register_counter(RUNS_STARTED, "Workflow runs started, per workflow (id).", ("workflow",))
+    metrics.register_counter(
+        RUNS_FINISHED, "Workflow runs that ended, per workflow (id) and final status.", ("workflow", "status")
+    )
+    metrics.register_gauge("relay_workflow_runs", "Workflow runs stored, by status.", ("status",), compute=_runs)
+    metrics.register_gauge(
+        "relay_account_running_executions",
+        "Runs QUEUED or ACTIVE (what max_concurrent_executions limits), per account with any.",
+        ("account",),
+        compute=lambda counts: [({"account": s}, n) for s, n, _l in _executions(counts)],
+    )
+    metrics.register_gauge(
+        "relay_account_running_executions_limit",
+        "max_concurrent_executions of each account with runs QUEUED or ACTIVE.",
+        ("account",),
+        compute=lambda counts: [({"account": s}, lim) for s, _n, lim in _executions(counts)],
+    )

@@ -1,0 +1,254 @@
+"""Scheduled hooks: create, pause, resume, delete, read; and what one tick does (the `scheduled_hook` job).
+
+A hook's ticks are a jobs Schedule (`hook:<id>`, handler `scheduled_hook`, payload `{"hook": id}`), created,
+paused, resumed and deleted with the hook in one transaction: the queue fires each tick once however many
+workers run, on the database's clock, and folds ticks missed while no worker ran into one (the hook shows how
+many). A tick is recorded as a ScheduledHookRun, unique per (hook, tick), in the transaction that does its
+work: a retried job finds it and does nothing twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
+
+from contacts.infrastructure.models import Contact
+from jobs.application.queue import enqueue
+from jobs.domain.schedule import next_tick
+from jobs.infrastructure.clock import database_now
+from jobs.infrastructure.models import Schedule
+from kernel.failures import format_error, is_database_error
+from workflows.application.errors import NotFound
+from workflows.application.runs.starting import record_event, start_runs
+from workflows.domain.errors import FieldError, WorkflowDomainError
+from workflows.domain.scheduled_hooks import (
+    HookAction,
+    HookDefinition,
+    HookRunStatus,
+    HookStatus,
+    InvalidHook,
+    parse_hook,
+)
+from workflows.domain.triggers import ContactCondition, contact_matches, parse_contact_filter
+from workflows.domain.validation import Reader, ValidationContext
+from workflows.infrastructure.models import ScheduledHook, ScheduledHookRun, TriggerSource, Workflow
+from workflows.infrastructure.store import CONTACT_COLUMNS
+
+log = logging.getLogger("relay.workflows")
+
+HOOK_HANDLER = "scheduled_hook"
+PURGE_RUNS_HANDLER = "workflows.purge_hook_runs"
+START_CHUNK = 10_000  # start_many's most contacts per call
+KEPT_IDS = 1_000  # execution ids a run record keeps (the count is exact)
+
+
+class HookNotFound(NotFound):
+    def __init__(self, hook_id: Any) -> None:
+        super().__init__(f"no scheduled hook {hook_id}")
+
+
+def _schedule_name(hook_id: int) -> str:
+    return f"hook:{hook_id}"
+
+
+# --- reads ----------------------------------------------------------------------------------------------
+
+
+def hook_list(*, account_id: int, status: str | None = None) -> QuerySet[ScheduledHook]:
+    query = (
+        ScheduledHook.objects.filter(account_id=account_id).select_related("schedule").order_by("-created_at", "-id")
+    )
+    if status:
+        query = query.filter(status=status)
+    return query
+
+
+def hook_get(*, account_id: int, hook_id: int) -> ScheduledHook:
+    hook = ScheduledHook.objects.filter(account_id=account_id, pk=hook_id).select_related("schedule").first()
+    if hook is None:
+        raise HookNotFound(hook_id)
+    return hook
+
+
+def hook_runs(*, account_id: int, hook_id: int) -> QuerySet[ScheduledHookRun]:
+    hook_get(account_id=account_id, hook_id=hook_id)
+    return ScheduledHookRun.objects.filter(hook_id=hook_id).order_by("-created_at", "-id")
+
+
+# --- writes ---------------------------------------------------------------------------------------------
+
+
+def hook_create(*, account_id: int, definition: dict[str, Any], created_by_id: int | None = None) -> ScheduledHook:
+    """Validate the whole hook (every problem by path), then store it and its schedule together."""
+    hook = parse_hook(definition)
+    _check_references(account_id, hook)
+    with transaction.atomic():
+        stored = ScheduledHook.objects.create(
+            account_id=account_id,
+            name=hook.name,
+            cron=hook.cron,
+            timezone=hook.timezone,
+            action=hook.action,
+            config=hook.config,
+            created_by_id=created_by_id,
+        )
+        stored.schedule = Schedule.objects.create(
+            name=_schedule_name(stored.pk),
+            cron=hook.cron,
+            timezone=hook.timezone,
+            handler=HOOK_HANDLER,
+            payload={"hook": stored.pk},
+            queue=settings.WORKFLOW_QUEUE,
+            next_run_at=next_tick(hook.cron, database_now(), hook.timezone),
+        )
+        stored.save(update_fields=["schedule"])
+    return stored
+
+
+def _check_references(account_id: int, hook: HookDefinition) -> None:
+    workflows = Workflow.objects.filter(account_id=account_id)
+    if hook.action is HookAction.START_WORKFLOW and not workflows.filter(pk=hook.config["workflow"]).exists():
+        raise InvalidHook([FieldError("action.workflow", "is not a workflow of this account")])
+
+
+def _locked(account_id: int, hook_id: int) -> ScheduledHook:
+    hook = ScheduledHook.objects.select_for_update().filter(account_id=account_id, pk=hook_id).first()
+    if hook is None:
+        raise HookNotFound(hook_id)
+    return hook
+
+
+@transaction.atomic
+def hook_pause(*, account_id: int, hook_id: int) -> ScheduledHook:
+    """No tick fires while paused (pausing again changes nothing)."""
+    hook = _locked(account_id, hook_id)
+    if hook.status != HookStatus.PAUSED:
+        hook.status = HookStatus.PAUSED
+        hook.save(update_fields=["status", "updated_at"])
+        Schedule.objects.filter(hook=hook).update(enabled=False)
+    return hook_get(account_id=account_id, hook_id=hook_id)
+
+
+@transaction.atomic
+def hook_resume(*, account_id: int, hook_id: int) -> ScheduledHook:
+    """Ticks fire again from the next one; the ticks that passed while paused are not made up."""
+    hook = _locked(account_id, hook_id)
+    if hook.status != HookStatus.ACTIVE:
+        hook.status = HookStatus.ACTIVE
+        hook.save(update_fields=["status", "updated_at"])
+        Schedule.objects.filter(hook=hook).update(
+            enabled=True, next_run_at=next_tick(hook.cron, database_now(), hook.timezone)
+        )
+    return hook_get(account_id=account_id, hook_id=hook_id)
+
+
+@transaction.atomic
+def hook_delete(*, account_id: int, hook_id: int) -> None:
+    """The hook, its schedule and its run records; what its ticks started goes on."""
+    hook = _locked(account_id, hook_id)
+    Schedule.objects.filter(hook=hook).delete()
+    hook.delete()
+
+
+# --- a tick -------------------------------------------------------------------------------------------------
+
+
+def _conditions(config: dict[str, Any]) -> list[ContactCondition]:
+    reader = Reader({"filter": config.get("filter") or []}, "action", ValidationContext(lambda t: None, frozenset()))
+    return parse_contact_filter(reader)
+
+
+def _matching_contacts(account_id: int, conditions: list[ContactCondition]) -> list[int]:
+    rows = Contact.objects.filter(account_id=account_id).order_by("pk").values(*CONTACT_COLUMNS)
+    return [row["id"] for row in rows.iterator(chunk_size=2000) if contact_matches(conditions, row)]
+
+
+def run_hook(
+    *, hook_id: int, tick: datetime, missed_ticks: int = 0, job_id: UUID | None = None
+) -> ScheduledHookRun | None:
+    """Do what the hook does for this tick, once. A refusal by the engine (the workflow paused, the account at its
+    run limit) is recorded as a failed run and the next tick tries again; a database error propagates (the
+    queue retries the job)."""
+    hook = ScheduledHook.objects.filter(pk=hook_id).first()
+    if hook is None:  # deleted since the tick was queued (or its account was)
+        Schedule.objects.filter(name=_schedule_name(hook_id)).delete()
+        return None
+    if hook.status != HookStatus.ACTIVE:
+        return None
+    done = ScheduledHookRun.objects.filter(hook=hook, tick=tick).first()
+    if done is not None:
+        return done  # a retried job: this tick already ran
+    record = {"hook": hook, "tick": tick, "missed_ticks": missed_ticks, "job_id": job_id}
+    try:
+        with transaction.atomic():
+            started, skipped, detail = _act(hook, tick)
+            return ScheduledHookRun.objects.create(
+                **record, status=HookRunStatus.SUCCEEDED, started=started, skipped=skipped, detail=detail
+            )
+    except IntegrityError:
+        return ScheduledHookRun.objects.filter(hook=hook, tick=tick).first()  # another attempt recorded it
+    except Exception as exc:
+        if is_database_error(exc) or not isinstance(exc, WorkflowDomainError):
+            raise
+        log.warning("scheduled hook %s tick %s refused: %s", hook.pk, tick.isoformat(), format_error(exc))
+        return ScheduledHookRun.objects.create(**record, status=HookRunStatus.FAILED, error=format_error(exc))
+
+
+def _act(hook: ScheduledHook, tick: datetime) -> tuple[int, int, dict[str, Any]]:
+    config = hook.config
+    scheduled = {"scheduled_for": tick.isoformat(), "hook": hook.pk}
+    if hook.action == HookAction.DELIVER_WEBHOOK:
+        job = enqueue(
+            "webhook_delivery",
+            {
+                "url": config["url"],
+                "method": config.get("method") or "POST",
+                "headers": config.get("headers") or {},
+                "body": config.get("body"),
+                "account": hook.account_id,
+            },
+            account=hook.account_id,
+            unique_key=f"hook:{hook.pk}:{tick.isoformat()}",
+        )
+        return 1, 0, {"webhook_job": str(job.pk)}
+    contacts = _matching_contacts(hook.account_id, _conditions(config))
+    data = {**(config.get("data") or {}), **scheduled}
+    if hook.action == HookAction.POST_EVENT:
+        started: list[str] = []
+        for contact_id in contacts:
+            outcome = record_event(account=hook.account_id, contact=contact_id, name=config["event"], data=data)
+            started.extend(str(run.pk) for run in outcome.started)
+        return len(contacts), 0, {"contacts": len(contacts), "execution_ids": started[:KEPT_IDS], "runs": len(started)}
+    ids: list[str] = []
+    skipped = 0
+    for start in range(0, len(contacts), START_CHUNK):
+        bulk = start_runs(
+            workflow_id=config["workflow"],
+            contact_ids=contacts[start : start + START_CHUNK],
+            account_id=hook.account_id,
+            trigger_data=data,
+            source=TriggerSource.SCHEDULE,
+        )
+        ids.extend(str(execution_id) for execution_id in bulk.execution_ids)
+        skipped += len(bulk.skipped)
+    return len(ids), skipped, {"execution_ids": ids[:KEPT_IDS]}
+
+
+def hook_runs_purge(*, older_than_days: float, chunk: int = 5000) -> int:
+    """Forget the records of ticks older than this (what they started lives on as runs); a per-minute hook
+    writes half a million a year otherwise."""
+    if older_than_days <= 0:
+        return 0
+    cutoff = database_now() - timedelta(days=older_than_days)
+    deleted = 0
+    while True:
+        ids = list(ScheduledHookRun.objects.filter(tick__lt=cutoff).values_list("pk", flat=True)[:chunk])
+        if not ids:
+            return deleted
+        deleted += ScheduledHookRun.objects.filter(pk__in=ids).delete()[0]

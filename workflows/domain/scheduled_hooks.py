@@ -1,0 +1,152 @@
+"""Scheduled hooks: at each tick of a cron expression (in a time zone), do one thing for an account.
+
+Three actions:
+
+    start_workflow   {"workflow": 12, "filter": [conditions], "data": {...}}
+                     start the workflow for each of the account's contacts matching the filter (all if none)
+    post_event       {"event": "weekly.digest", "filter": [conditions], "data": {...}}
+                     record that event for each matching contact (what POST /events does for one)
+    deliver_webhook  {"url": "https://...", "method": "POST", "headers": {...}, "body": {...}}
+                     one signed, SSRF-guarded webhook (a webhook_delivery job)
+
+Validation reports every problem by its path (`cron`, `action.workflow`, `action.filter[0].op`) and is plain
+Python; the cron and time-zone rules are the queue's (jobs.domain.schedule).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from jobs.domain.schedule import InvalidCron, InvalidTimeZone, validate_cron, validate_time_zone
+from workflows.domain.errors import FieldError, WorkflowValidationError
+from workflows.domain.triggers import (
+    BUILTIN_EVENTS,
+    EVENT_NAME,
+    UNTRIGGERABLE_EVENTS,
+    ContactCondition,
+    parse_contact_filter,
+)
+from workflows.domain.validation import Reader, ValidationContext
+
+MAX_DATA_BYTES = 64 * 1024
+
+
+class HookAction(StrEnum):
+    START_WORKFLOW = "start_workflow"
+    POST_EVENT = "post_event"
+    DELIVER_WEBHOOK = "deliver_webhook"
+
+
+class HookStatus(StrEnum):
+    ACTIVE = "active"
+    PAUSED = "paused"
+
+
+class HookRunStatus(StrEnum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class HookDefinition:
+    name: str
+    cron: str
+    timezone: str
+    action: HookAction
+    config: dict[str, Any]  # the action's settings, as validated
+    conditions: tuple[ContactCondition, ...] = ()
+
+
+class InvalidHook(WorkflowValidationError):
+    """A hook that cannot be accepted; every problem is listed by path (HTTP 400)."""
+
+
+def _no_templates() -> ValidationContext:
+    return ValidationContext(check_template=lambda text: None, contact_fields=frozenset())
+
+
+def parse_hook(raw: Any) -> HookDefinition:
+    """The hook described by `raw` (`{"name", "cron", "timezone", "action": {"type", ...}}`), or InvalidHook
+    naming every problem."""
+    errors: list[FieldError] = []
+    if not isinstance(raw, dict):
+        raise InvalidHook([FieldError("", "must be an object")])
+    name = raw.get("name")
+    if not isinstance(name, str) or not name.strip() or len(name) > 200:
+        errors.append(FieldError("name", "is required: text of 1 to 200 characters"))
+    cron, zone = "", "UTC"
+    try:
+        cron = validate_cron(raw.get("cron", ""))
+    except InvalidCron as exc:
+        errors.append(FieldError("cron", str(exc)))
+    try:
+        zone = validate_time_zone(raw.get("timezone", "UTC"))
+    except InvalidTimeZone as exc:
+        errors.append(FieldError("timezone", str(exc)))
+    action, config, conditions = _parse_action(raw.get("action"), errors)
+    for key in raw:
+        if key not in ("name", "cron", "timezone", "action"):
+            errors.append(FieldError(key, "is not a field of a scheduled hook"))
+    if errors:
+        raise InvalidHook(errors)
+    return HookDefinition(str(name).strip(), cron, zone, action, config, tuple(conditions))
+
+
+def _parse_action(raw: Any, errors: list[FieldError]) -> tuple[HookAction, dict[str, Any], list[ContactCondition]]:
+    if not isinstance(raw, dict):
+        errors.append(FieldError("action", 'is required: an object with a "type"'))
+        return HookAction.DELIVER_WEBHOOK, {}, []
+    kind = raw.get("type")
+    if kind not in {a.value for a in HookAction}:
+        errors.append(FieldError("action.type", f"must be one of: {', '.join(a.value for a in HookAction)}"))
+        return HookAction.DELIVER_WEBHOOK, {}, []
+    action = HookAction(kind)
+    reader = Reader(raw, "action", _no_templates())
+    reader.get("type")
+    config: dict[str, Any] = {}
+    conditions: list[ContactCondition] = []
+    if action in (HookAction.START_WORKFLOW, HookAction.POST_EVENT):
+        conditions = parse_contact_filter(reader)
+        config["filter"] = raw.get("filter") or []
+        data = raw.get("data", {})
+        if not isinstance(data, dict):
+            reader.error("action.data", "must be an object")
+        elif len(json.dumps(data)) > MAX_DATA_BYTES:
+            reader.error("action.data", f"must be at most {MAX_DATA_BYTES // 1024} KB as JSON")
+        config["data"] = data if isinstance(data, dict) else {}
+    if action is HookAction.START_WORKFLOW:
+        workflow = raw.get("workflow")
+        if isinstance(workflow, bool) or not isinstance(workflow, int) or workflow < 1:
+            reader.error("action.workflow", "is required: the id of a workflow of this account")
+        config["workflow"] = workflow
+        allowed = ["type", "workflow", "filter", "data"]
+    elif action is HookAction.POST_EVENT:
+        event = raw.get("event")
+        if not isinstance(event, str) or not EVENT_NAME.fullmatch(event):
+            reader.error("action.event", "is required: letters, digits and . _ : - (at most 100)")
+        elif event in (*BUILTIN_EVENTS, *UNTRIGGERABLE_EVENTS):
+            reader.error("action.event", f"{event} is Relay's own: it happens when the contact changes")
+        config["event"] = event
+        allowed = ["type", "event", "filter", "data"]
+    else:
+        url = raw.get("url")
+        if not isinstance(url, str) or not url.lower().startswith(("http://", "https://")) or len(url) > 2048:
+            reader.error("action.url", "is required: an http:// or https:// URL of at most 2,048 characters")
+        method = raw.get("method", "POST")
+        if not isinstance(method, str) or method.upper() not in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"):
+            reader.error("action.method", "must be one of GET, HEAD, POST, PUT, PATCH, DELETE")
+        headers = raw.get("headers", {})
+        if not isinstance(headers, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+        ):
+            reader.error("action.headers", "must map header names to text values")
+        config.update(url=url, method=str(method).upper(), headers=headers, body=raw.get("body"))
+        allowed = ["type", "url", "method", "headers", "body"]
+    for key in raw:
+        if key not in allowed:
+            reader.error(f"action.{key}", f"is not a setting of {action.value} (settings: {', '.join(allowed)})")
+    errors.extend(reader.errors)
+    return action, config, conditions
