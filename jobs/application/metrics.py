@@ -31,11 +31,11 @@ from datetime import datetime
 from typing import TypeVar
 
 from django.db import connections, transaction
-from django.db.models import Count, Min
+from django.db.models import Count, Min, QuerySet
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from jobs.domain.states import DUE_STATES, JobStatus
+from jobs.domain.states import DEAD_LETTERS, DUE_STATES, JobStatus
 from jobs.infrastructure import metrics as store
 from jobs.infrastructure.clock import database_now
 from jobs.infrastructure.models import Job
@@ -260,12 +260,31 @@ class CountPass:
 
 
 # --- the queue's own counts (selectors) -------------------------------------------------------------------
+# The gauges below and the admin's dashboard (`operations.queue_overview`) both count through these.
 
 
-def due_summary(*, now: datetime, using: str = "default") -> tuple[int, float]:
+@dataclass(frozen=True)
+class AccountLoad:
+    """What an account has running now against its limit (jobs here; runs for the workflow engine)."""
+
+    account_id: int
+    slug: str
+    running: int
+    limit: int
+
+
+def _jobs(using: str, account_ids: frozenset[int] | None) -> QuerySet[Job]:
+    """Every job (None: the system's too), or only those accounts' jobs."""
+    jobs = Job.objects.using(using).order_by()
+    return jobs if account_ids is None else jobs.filter(account_id__in=account_ids)
+
+
+def due_summary(
+    *, now: datetime, using: str = "default", account_ids: frozenset[int] | None = None
+) -> tuple[int, float]:
     """(jobs a worker could claim now, seconds the oldest of them has waited past its due time; 0 if none)."""
     row = (
-        Job.objects.using(using)
+        _jobs(using, account_ids)
         .filter(status__in=sorted(DUE_STATES), run_at__lte=now)
         .aggregate(n=Count("id"), oldest=Min("run_at"))
     )
@@ -273,28 +292,28 @@ def due_summary(*, now: datetime, using: str = "default") -> tuple[int, float]:
     return row["n"], max(0.0, (now - oldest).total_seconds()) if oldest is not None else 0.0
 
 
-def dead_letter_count(*, using: str = "default") -> int:
+def dead_letter_count(*, using: str = "default", account_ids: frozenset[int] | None = None) -> int:
     """Dead and failed jobs still stored."""
-    return Job.objects.using(using).filter(status__in=[JobStatus.DEAD, JobStatus.FAILED]).count()
+    return _jobs(using, account_ids).filter(status__in=sorted(DEAD_LETTERS)).count()
 
 
-def running_jobs_by_account(*, using: str = "default") -> list[tuple[str, int, int]]:
-    """(account slug, jobs running now, its max_concurrent_jobs) for every account with a job running."""
+def running_jobs_by_account(*, using: str = "default", account_ids: frozenset[int] | None = None) -> list[AccountLoad]:
+    """Jobs running now against max_concurrent_jobs, for every account with a job running (by slug)."""
     rows = (
-        Job.objects.using(using)
+        _jobs(using, account_ids)
         .filter(status=JobStatus.RUNNING, account__isnull=False)
-        .order_by()
-        .values("account__slug", "account__max_concurrent_jobs")
+        .values("account_id", "account__slug", "account__max_concurrent_jobs")
         .annotate(n=Count("id"))
     )
-    return sorted((r["account__slug"], r["n"], r["account__max_concurrent_jobs"]) for r in rows)
+    loads = (AccountLoad(r["account_id"], r["account__slug"], r["n"], r["account__max_concurrent_jobs"]) for r in rows)
+    return sorted(loads, key=lambda load: load.slug)
 
 
 def _due(counts: CountPass) -> tuple[int, float]:
     return counts.once("jobs.due", lambda: due_summary(now=counts.now, using=counts.using))
 
 
-def _running(counts: CountPass) -> list[tuple[str, int, int]]:
+def _running(counts: CountPass) -> list[AccountLoad]:
     return counts.once("jobs.running", lambda: running_jobs_by_account(using=counts.using))
 
 
@@ -321,13 +340,13 @@ register_gauge(
     "relay_account_running_jobs",
     "Jobs running now, per account with any running.",
     ("account",),
-    compute=lambda counts: [({"account": slug}, n) for slug, n, _limit in _running(counts)],
+    compute=lambda counts: [({"account": load.slug}, load.running) for load in _running(counts)],
 )
 register_gauge(
     "relay_account_running_jobs_limit",
     "max_concurrent_jobs of each account with a job running.",
     ("account",),
-    compute=lambda counts: [({"account": slug}, limit) for slug, _n, limit in _running(counts)],
+    compute=lambda counts: [({"account": load.slug}, load.limit) for load in _running(counts)],
 )
 
 # --- the exposition ---------------------------------------------------------------------------------------

@@ -10,11 +10,20 @@ from typing import Any
 from uuid import UUID
 
 from django.db import IntegrityError, transaction
-from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Min, Q, QuerySet
+from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Q, QuerySet
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from jobs.domain.states import CANCELLABLE, MANUALLY_RETRYABLE, JobStatus, check_cancel, check_manual_retry
+from jobs.application.metrics import dead_letter_count, due_summary, running_jobs_by_account
+from jobs.domain.states import (
+    CANCELLABLE,
+    DEAD_LETTERS,
+    MANUALLY_RETRYABLE,
+    JobStatus,
+    check_cancel,
+    check_manual_retry,
+    failure_rate,
+)
 from jobs.infrastructure.models import Job
 from jobs.infrastructure.store import get_store
 
@@ -101,7 +110,7 @@ def cancel_pending_jobs(*, unique_key_prefix: str | None = None, ids: list[UUID]
 @dataclass(frozen=True)
 class JobStats:
     counts: dict[str, int]
-    failure_rate: float | None  # (failed + dead) / (completed + failed + dead); None before anything finished
+    failure_rate: float | None  # jobs.domain.states.failure_rate of every job stored
     avg_duration_seconds: float | None  # of completed jobs
     sections: dict[str, dict[str, int]] = field(default_factory=dict)  # other apps' counts (workflows: "runs")
 
@@ -123,8 +132,7 @@ def job_stats(*, account_id: int | None = None) -> JobStats:
     counts = {s.value: 0 for s in JobStatus}
     for row in query.order_by().values("status").annotate(n=Count("id")):
         counts[row["status"]] = row["n"]
-    finished = counts["completed"] + counts["failed"] + counts["dead"]
-    failure_rate = (counts["failed"] + counts["dead"]) / finished if finished else None
+    rate = failure_rate(completed=counts["completed"], failed=counts["failed"], dead=counts["dead"])
     duration = ExpressionWrapper(F("completed_at") - F("started_at"), output_field=DurationField())
     avg = (
         query.filter(status=JobStatus.COMPLETED, started_at__isnull=False, completed_at__isnull=False)
@@ -132,7 +140,7 @@ def job_stats(*, account_id: int | None = None) -> JobStats:
         .aggregate(avg=Avg(duration))["avg"]
     )
     sections = {name: counts_of(account_id) for name, counts_of in _stats_sections.items()}
-    return JobStats(counts, failure_rate, avg.total_seconds() if avg is not None else None, sections)
+    return JobStats(counts, rate, avg.total_seconds() if avg is not None else None, sections)
 
 
 def job_list(
@@ -171,7 +179,7 @@ def job_purge(*, retention_days: float | None, dead_letter_retention_days: float
         rules.append((cutoff, Q(status=JobStatus.CANCELLED, cancelled_at__lt=cutoff)))
     if dead_letter_retention_days is not None and dead_letter_retention_days > 0:
         cutoff = now - timedelta(days=dead_letter_retention_days)
-        rules.append((cutoff, Q(status__in=[JobStatus.DEAD, JobStatus.FAILED], failed_at__lt=cutoff)))
+        rules.append((cutoff, Q(status__in=sorted(DEAD_LETTERS), failed_at__lt=cutoff)))
     deleted = 0
     for cutoff, finished_before in rules:
         while True:
@@ -184,22 +192,32 @@ def job_purge(*, retention_days: float | None, dead_letter_retention_days: float
 
 @dataclass(frozen=True)
 class QueueOverview:
-    """The queue at a glance, for the operators' dashboard: from the table at the moment of asking."""
+    """The queue at a glance, for the operators' dashboard: from the table at the moment of asking, counted by
+    the same selectors as the Prometheus gauges (`jobs.application.metrics`)."""
 
     by_status: dict[str, int]
     by_queue: dict[str, dict[str, int]]
     due: int
-    oldest_due_at: datetime | None
-    finished_in_window: int  # completed, failed or dead since the window's start
-    failed_in_window: int  # failed or dead since the window's start
+    oldest_due_age_seconds: float | None  # None: nothing is due
+    dead_letters: int
+    completed_in_window: int  # since the window's start
+    failed_in_window: int
+    dead_in_window: int
     running_by_account: dict[int, int]
     workers_seen: list[str]  # workers holding a job, or that started one in the last minute
+
+    @property
+    def finished_in_window(self) -> int:
+        return self.completed_in_window + self.failed_in_window + self.dead_in_window
+
+    @property
+    def failure_rate(self) -> float | None:
+        """Of the jobs that finished in the window."""
+        return failure_rate(completed=self.completed_in_window, failed=self.failed_in_window, dead=self.dead_in_window)
 
 
 def queue_overview(*, account_ids: frozenset[int] | None, since: datetime) -> QueueOverview:
     """`account_ids` None: every account's jobs and the system's; else only those accounts' jobs."""
-    from jobs.domain.states import DUE_STATES
-
     now = timezone.now()
     jobs = Job.objects.all()
     if account_ids is not None:
@@ -208,15 +226,19 @@ def queue_overview(*, account_ids: frozenset[int] | None, since: datetime) -> Qu
     by_queue: dict[str, dict[str, int]] = {}
     for row in jobs.order_by().values("queue", "status").annotate(n=Count("id")):
         by_queue.setdefault(row["queue"], {})[row["status"]] = row["n"]
-    due = jobs.filter(status__in=sorted(DUE_STATES), run_at__lte=now).order_by()
-    counted = jobs.filter(
-        Q(status=JobStatus.COMPLETED, completed_at__gte=since)
-        | Q(status__in=[JobStatus.FAILED, JobStatus.DEAD], failed_at__gte=since)
-    ).order_by()
-    finished = counted.aggregate(
-        total=Count("id"), failed=Count("id", filter=Q(status__in=[JobStatus.FAILED, JobStatus.DEAD]))
+    due, oldest_due_age = due_summary(now=now, account_ids=account_ids)
+    finished = (
+        jobs.filter(
+            Q(status=JobStatus.COMPLETED, completed_at__gte=since)
+            | Q(status__in=sorted(DEAD_LETTERS), failed_at__gte=since)
+        )
+        .order_by()
+        .aggregate(
+            completed=Count("id", filter=Q(status=JobStatus.COMPLETED)),
+            failed=Count("id", filter=Q(status=JobStatus.FAILED)),
+            dead=Count("id", filter=Q(status=JobStatus.DEAD)),
+        )
     )
-    running = jobs.filter(status=JobStatus.RUNNING, account_id__isnull=False).order_by()
     workers = (
         jobs.filter(Q(status=JobStatus.RUNNING) | Q(started_at__gte=now - timedelta(minutes=1)))
         .exclude(worker_id="")
@@ -227,11 +249,13 @@ def queue_overview(*, account_ids: frozenset[int] | None, since: datetime) -> Qu
     return QueueOverview(
         by_status=by_status,
         by_queue=by_queue,
-        due=due.count(),
-        oldest_due_at=due.aggregate(oldest=Min("run_at"))["oldest"],
-        finished_in_window=finished["total"],
+        due=due,
+        oldest_due_age_seconds=oldest_due_age if due else None,
+        dead_letters=dead_letter_count(account_ids=account_ids),
+        completed_in_window=finished["completed"],
         failed_in_window=finished["failed"],
-        running_by_account=dict(running.values_list("account_id").annotate(n=Count("id"))),
+        dead_in_window=finished["dead"],
+        running_by_account={load.account_id: load.running for load in running_jobs_by_account(account_ids=account_ids)},
         workers_seen=sorted(set(workers[:100])),
     )
 

@@ -46,6 +46,19 @@ TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
 
 CANCELLABLE = frozenset({JobStatus.PENDING, JobStatus.RETRYING})
 MANUALLY_RETRYABLE = frozenset({JobStatus.DEAD, JobStatus.FAILED, JobStatus.RETRYING})
+# Dead letters: jobs the queue gave up on (a permanent error, or attempts spent), kept for an operator to look
+# at or retry, unless JOB_DEAD_LETTER_RETENTION_DAYS is set.
+DEAD_LETTERS = frozenset({JobStatus.DEAD, JobStatus.FAILED})
+
+
+def failure_rate(*, completed: int, failed: int, dead: int = 0) -> float | None:
+    """(failed + dead) / (completed + failed + dead): the share of finished work that did not succeed.
+
+    Cancelled work is left out (nobody wanted it any more). None before anything finished, rather than a 0 %
+    that would read as "all well". Runs use it too (a run has no dead state: `dead` 0).
+    """
+    finished = completed + failed + dead
+    return (failed + dead) / finished if finished else None
 
 
 # Endings of a job that no handler raised, named where a failure must be (a cancelled Django task's error).

@@ -26,23 +26,27 @@ def runs_by_status(*, using: str = "default", account_id: int | None = None) -> 
     return counts
 
 
-def running_executions_by_account(*, using: str = "default") -> list[tuple[str, int, int]]:
-    """(account slug, runs QUEUED or ACTIVE, its max_concurrent_executions) for accounts with any."""
-    rows = (
-        WorkflowExecution.objects.using(using)
-        .filter(status__in=sorted(COUNTED_FOR_LIMIT))
-        .order_by()
-        .values("account__slug", "account__max_concurrent_executions")
-        .annotate(n=Count("id"))
+def running_executions_by_account(
+    *, using: str = "default", account_ids: frozenset[int] | None = None
+) -> list[metrics.AccountLoad]:
+    """Runs QUEUED or ACTIVE against max_concurrent_executions, for every account with any (by slug); the
+    gauges and the admin's dashboard count through this."""
+    query = WorkflowExecution.objects.using(using).filter(status__in=sorted(COUNTED_FOR_LIMIT)).order_by()
+    if account_ids is not None:
+        query = query.filter(account_id__in=account_ids)
+    rows = query.values("account_id", "account__slug", "account__max_concurrent_executions").annotate(n=Count("id"))
+    loads = (
+        metrics.AccountLoad(r["account_id"], r["account__slug"], r["n"], r["account__max_concurrent_executions"])
+        for r in rows
     )
-    return sorted((r["account__slug"], r["n"], r["account__max_concurrent_executions"]) for r in rows)
+    return sorted(loads, key=lambda load: load.slug)
 
 
 def _runs(counts: metrics.CountPass):
     return [({"status": status}, n) for status, n in runs_by_status(using=counts.using).items()]
 
 
-def _executions(counts: metrics.CountPass) -> list[tuple[str, int, int]]:
+def _executions(counts: metrics.CountPass) -> list[metrics.AccountLoad]:
     return counts.once("workflows.executions", lambda: running_executions_by_account(using=counts.using))
 
 
@@ -57,11 +61,11 @@ def register() -> None:
         "relay_account_running_executions",
         "Runs QUEUED or ACTIVE (what max_concurrent_executions limits), per account with any.",
         ("account",),
-        compute=lambda counts: [({"account": s}, n) for s, n, _l in _executions(counts)],
+        compute=lambda counts: [({"account": load.slug}, load.running) for load in _executions(counts)],
     )
     metrics.register_gauge(
         "relay_account_running_executions_limit",
         "max_concurrent_executions of each account with runs QUEUED or ACTIVE.",
         ("account",),
-        compute=lambda counts: [({"account": s}, lim) for s, _n, lim in _executions(counts)],
+        compute=lambda counts: [({"account": load.slug}, load.limit) for load in _executions(counts)],
     )

@@ -15,7 +15,9 @@ from django.utils import timezone
 
 from accounts.infrastructure.models import Account
 from jobs.application.operations import queue_overview
-from workflows.domain.execution import COUNTED_FOR_LIMIT, UNFINISHED, ExecutionStatus, StepOutcome
+from jobs.domain.states import failure_rate
+from workflows.application.metrics import running_executions_by_account
+from workflows.domain.execution import UNFINISHED, ExecutionStatus, StepOutcome
 from workflows.infrastructure.models import ExecutionLog, WorkflowExecution
 
 IN_FLIGHT = sorted(UNFINISHED)  # the domain's sets, so the dashboard counts as the limit and the rules do
@@ -119,9 +121,10 @@ class Dashboard:
     jobs_by_queue: dict[str, dict[str, int]]
     due_jobs: int
     oldest_due_age_seconds: float | None
-    job_failure_rate: float | None  # (failed + dead) / (completed + failed + dead) of jobs finished in the window
-    run_failure_rate: float | None  # failed / (completed + failed) of runs finished in the window
-    failure_rate: float | None  # both together: every finished job and run counts once
+    # jobs.domain.states.failure_rate, of what finished in the window: jobs, runs, and both together
+    job_failure_rate: float | None
+    run_failure_rate: float | None
+    failure_rate: float | None
     finished_jobs: int
     failed_jobs: int
     finished_runs: int
@@ -176,16 +179,15 @@ def dashboard(
     )
     since = now - timedelta(hours=window_hours)
     queue = queue_overview(account_ids=job_account_ids, since=since)
-    job_counts = {"total": queue.finished_in_window, "failed": queue.failed_in_window}
-    run_counts = (
+    finished_runs = (
         runs.filter(completed_at__gte=since, status__in=[ExecutionStatus.COMPLETED, ExecutionStatus.FAILED])
         .order_by()
-        .aggregate(total=Count("id"), failed=Count("id", filter=Q(status=ExecutionStatus.FAILED)))
+        .aggregate(
+            completed=Count("id", filter=Q(status=ExecutionStatus.COMPLETED)),
+            failed=Count("id", filter=Q(status=ExecutionStatus.FAILED)),
+        )
     )
-    both_total = job_counts["total"] + run_counts["total"]
-    in_progress = dict(
-        runs.filter(status__in=sorted(COUNTED_FOR_LIMIT)).order_by().values_list("account_id").annotate(n=Count("id"))
-    )
+    in_progress = {load.account_id: load.running for load in running_executions_by_account(account_ids=account_ids)}
     running = queue.running_by_account
     usage = [
         AccountUsage(
@@ -205,15 +207,21 @@ def dashboard(
         jobs_by_status=queue.by_status,
         jobs_by_queue=queue.by_queue,
         due_jobs=queue.due,
-        oldest_due_age_seconds=(now - queue.oldest_due_at).total_seconds() if queue.oldest_due_at else None,
-        job_failure_rate=job_counts["failed"] / job_counts["total"] if job_counts["total"] else None,
-        run_failure_rate=run_counts["failed"] / run_counts["total"] if run_counts["total"] else None,
-        failure_rate=(job_counts["failed"] + run_counts["failed"]) / both_total if both_total else None,
-        finished_jobs=job_counts["total"],
-        failed_jobs=job_counts["failed"],
-        finished_runs=run_counts["total"],
-        failed_runs=run_counts["failed"],
-        dead_letters=queue.by_status.get("dead", 0) + queue.by_status.get("failed", 0),
+        oldest_due_age_seconds=queue.oldest_due_age_seconds,
+        job_failure_rate=queue.failure_rate,
+        run_failure_rate=failure_rate(completed=finished_runs["completed"], failed=finished_runs["failed"]),
+        # Both together through the one formula: a step that fails for good completes its job, so the queue's
+        # own rate stays at 0 while runs fail; a failed run counts as a failure beside the jobs'.
+        failure_rate=failure_rate(
+            completed=queue.completed_in_window + finished_runs["completed"],
+            failed=queue.failed_in_window + finished_runs["failed"],
+            dead=queue.dead_in_window,
+        ),
+        finished_jobs=queue.finished_in_window,
+        failed_jobs=queue.failed_in_window + queue.dead_in_window,
+        finished_runs=finished_runs["completed"] + finished_runs["failed"],
+        failed_runs=finished_runs["failed"],
+        dead_letters=queue.dead_letters,
         usage=usage,
         workers=queue.workers_seen,
     )

@@ -5,11 +5,14 @@ import itertools
 import pytest
 
 from jobs.domain.states import (
+    DEAD_LETTERS,
+    MANUALLY_RETRYABLE,
     TRANSITIONS,
     IllegalJobTransition,
     JobStatus,
     check_cancel,
     check_manual_retry,
+    failure_rate,
     transition,
 )
 
@@ -64,3 +67,23 @@ def test_manual_retry_only_dead_failed_or_retrying(status):
     else:
         with pytest.raises(IllegalJobTransition, match=f"cannot retry a job that is {status}"):
             check_manual_retry(status)
+
+
+# --- the failure rate: one formula for the jobs API, the dashboard and the runs beside them ---------------
+@pytest.mark.parametrize(
+    ("completed", "failed", "dead", "rate"),
+    [
+        (0, 0, 0, None),  # nothing finished: no rate, not a reassuring 0 %
+        (3, 0, 0, 0.0),
+        (0, 1, 0, 1.0),
+        (0, 0, 2, 1.0),
+        (6, 1, 1, 0.25),  # (failed + dead) / (completed + failed + dead)
+    ],
+)
+def test_the_failure_rate_counts_failed_and_dead_against_everything_that_finished(completed, failed, dead, rate):
+    assert failure_rate(completed=completed, failed=failed, dead=dead) == rate
+
+
+def test_dead_letters_are_the_jobs_the_queue_gave_up_on():
+    assert DEAD_LETTERS == {JobStatus.DEAD, JobStatus.FAILED}
+    assert DEAD_LETTERS <= MANUALLY_RETRYABLE  # an operator may always retry a dead letter
