@@ -52,6 +52,7 @@ from workflows.application.selectors import execution_list, has_unpublished_chan
 from workflows.application.stats import workflow_run_counts, workflow_step_counts
 from workflows.application.workflows import WorkflowService
 from workflows.domain.errors import IllegalExecutionTransition, WorkflowDomainError, WorkflowValidationError
+from workflows.domain.execution import OPERATOR_MOVES
 from workflows.domain.redaction import shown_json, shown_step, shown_steps
 from workflows.domain.version_diff import diff_versions
 from workflows.domain.workflow import WorkflowStatus
@@ -835,6 +836,7 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
                 else None,
                 live=execution.status in ("queued", "active", "waiting"),
                 may_operate=self.has_operate_permission(request, execution),
+                moves={move for move, states in OPERATOR_MOVES.items() if execution.status in states},
                 title=f"Run of “{execution.workflow}” for {execution.contact}",
             )
         return super().change_view(request, object_id, form_url, extra)

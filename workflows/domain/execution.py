@@ -101,10 +101,17 @@ UNFINISHED = frozenset(
 ENDED = frozenset({ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.CANCELLED})
 
 
-# What an operator's move needs the run to be in (pause/cancel by the table; resume and retry one state each).
+def _entering(target: ExecutionStatus) -> frozenset[ExecutionStatus]:
+    return frozenset(s for s, targets in TRANSITIONS.items() if target in targets)
+
+
+# What an operator's move needs the run to be in. Pause and cancel: every state the table lets reach PAUSED or
+# CANCELLED. Resume and retry each undo one state (a pause, a failure): a run may be QUEUED from elsewhere too,
+# so the table alone cannot say it. The entity's moves check this (`Execution._require_move`) and the bulk moves
+# count by it: one rule for both.
 OPERATOR_MOVES: dict[str, frozenset[ExecutionStatus]] = {
-    "pause": frozenset(s for s, targets in TRANSITIONS.items() if ExecutionStatus.PAUSED in targets),
-    "cancel": frozenset(s for s, targets in TRANSITIONS.items() if ExecutionStatus.CANCELLED in targets),
+    "pause": _entering(ExecutionStatus.PAUSED),
+    "cancel": _entering(ExecutionStatus.CANCELLED),
     "resume": frozenset({ExecutionStatus.PAUSED}),
     "retry": frozenset({ExecutionStatus.FAILED}),
 }
@@ -296,7 +303,7 @@ class Execution:
 
     def resume(self, now: datetime) -> NextMove:
         """Carry on from where the pause caught the run."""
-        self._require(ExecutionStatus.PAUSED, "resume")
+        self._require_move("resume")
         came_from = self.paused_from or ExecutionStatus.QUEUED
         self.paused_from = None
         if came_from is ExecutionStatus.ACTIVE:
@@ -323,7 +330,7 @@ class Execution:
 
     def retry(self, now: datetime) -> NextMove:
         """Manual retry of a failed run: start again from the step that failed, with fresh attempts."""
-        self._require(ExecutionStatus.FAILED, "retry")
+        self._require_move("retry")
         self._move(ExecutionStatus.QUEUED, "retry")
         self.manual_retries += 1
         self.retry_count = 0
@@ -359,6 +366,12 @@ class Execution:
     def _require_step_in_flight(self, action: str) -> None:
         if self.status not in (ExecutionStatus.ACTIVE, ExecutionStatus.PAUSED):
             raise IllegalExecutionTransition(self.status.value, ExecutionStatus.QUEUED.value, action)
+
+    def _require_move(self, move: str) -> None:
+        """An operator's move (OPERATOR_MOVES) from a state that does not allow it is refused."""
+        allowed = OPERATOR_MOVES[move]
+        if self.status not in allowed:
+            raise IllegalExecutionTransition(self.status.value, "|".join(sorted(allowed)), move)
 
     def _require(self, status: ExecutionStatus, action: str) -> None:
         if self.status is not status:

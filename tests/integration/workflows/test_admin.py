@@ -177,6 +177,30 @@ def test_run_actions_call_the_services(admin_client, account, contact):
     assert run.status == "cancelled"
 
 
+@pytest.mark.parametrize(
+    ("status", "buttons"),
+    [
+        ("queued", {"pause", "cancel"}),
+        ("waiting", {"pause", "cancel"}),
+        ("paused", {"resume", "cancel"}),
+        ("failed", {"retry"}),
+        ("completed", set()),
+        ("cancelled", set()),
+    ],
+)
+def test_a_runs_page_offers_the_moves_its_state_allows(admin_client, account, contact, status, buttons):
+    workflow = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "x"}}])
+    run = start_run(workflow_id=workflow.pk, contact_id=contact.pk).execution
+    WorkflowExecution.objects.filter(pk=run.pk).update(status=status)
+    page = admin_client.get(reverse("admin:workflows_workflowexecution_change", args=[run.pk])).content.decode()
+    offered = {
+        move
+        for move in ("pause", "resume", "retry", "cancel")
+        if reverse("admin:workflows_workflowexecution_operate", args=[run.pk, move]) in page
+    }
+    assert offered == buttons
+
+
 def test_a_viewer_may_watch_runs_but_not_move_them(client, account, contact):
     from django.contrib.auth.models import Permission
 

@@ -85,5 +85,5 @@ def test_the_failure_rate_counts_failed_and_dead_against_everything_that_finishe
 
 
 def test_dead_letters_are_the_jobs_the_queue_gave_up_on():
-    assert DEAD_LETTERS == {JobStatus.DEAD, JobStatus.FAILED}
+    assert {JobStatus.DEAD, JobStatus.FAILED} == DEAD_LETTERS
     assert DEAD_LETTERS <= MANUALLY_RETRYABLE  # an operator may always retry a dead letter

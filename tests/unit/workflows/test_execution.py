@@ -7,6 +7,7 @@ import pytest
 
 from workflows.domain.errors import IllegalExecutionTransition
 from workflows.domain.execution import (
+    OPERATOR_MOVES,
     TRANSITIONS,
     Execution,
     ExecutionStatus,
@@ -368,3 +369,35 @@ def test_retrying_a_run_that_failed_at_the_end_of_its_last_wait_completes_it():
     move = run.retry(NOW)
     assert run.status is S.COMPLETED
     assert move.kind is MoveKind.NOTHING
+
+
+# --- the operators' moves: the entity and the bulk moves follow one rule (OPERATOR_MOVES) --------------------
+def _accepts(move: str, status: ExecutionStatus) -> bool:
+    run = run_at(status, index=1, resume_at=NOW + timedelta(minutes=5))
+    try:
+        getattr(run, move)(NOW)
+    except IllegalExecutionTransition:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("move", sorted(OPERATOR_MOVES))
+def test_a_state_allows_an_operators_move_exactly_when_the_entity_accepts_it(move):
+    assert {status for status in S if _accepts(move, status)} == OPERATOR_MOVES[move]
+
+
+def test_the_operators_moves_are_those_documented():
+    assert {
+        "pause": {S.QUEUED, S.ACTIVE, S.WAITING},
+        "cancel": {S.QUEUED, S.ACTIVE, S.WAITING, S.PAUSED},
+        "resume": {S.PAUSED},
+        "retry": {S.FAILED},
+    } == OPERATOR_MOVES
+
+
+def test_a_move_the_state_does_not_allow_names_the_move_and_the_state():
+    with pytest.raises(IllegalExecutionTransition, match="cannot resume a run that is queued") as info:
+        run_at(S.QUEUED).resume(NOW)
+    assert (info.value.current, info.value.target) == ("queued", "paused")
+    with pytest.raises(IllegalExecutionTransition, match="cannot retry a run that is completed"):
+        run_at(S.COMPLETED).retry(NOW)
