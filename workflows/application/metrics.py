@@ -1,11 +1,14 @@
 """The workflow engine's Prometheus metrics, registered with the queue's (jobs.application.metrics).
 
 Counters: runs started and runs finished (by final status) per workflow, counted when the transaction that
-wrote them commits (workflows.infrastructure.store). Gauges, counted by the refreshing worker: runs by status,
-and per account the runs counted against max_concurrent_executions (QUEUED or ACTIVE) beside that limit.
+wrote them commits: the run store tells its RunCounts port, which `register()` (from ready()) points here.
+Gauges, counted by the refreshing worker: runs by status, and per account the runs counted against
+max_concurrent_executions (QUEUED or ACTIVE) beside that limit.
 """
 
 from __future__ import annotations
+
+from collections import Counter
 
 from django.db.models import Count
 
@@ -13,7 +16,10 @@ from jobs.application import metrics
 from jobs.application.operations import register_stats_section
 from workflows.domain.execution import COUNTED_FOR_LIMIT, ExecutionStatus
 from workflows.infrastructure.models import WorkflowExecution
-from workflows.infrastructure.store import RUNS_FINISHED, RUNS_STARTED
+from workflows.infrastructure.store import RunCounts, count_runs_with
+
+RUNS_STARTED = "relay_workflow_runs_started_total"
+RUNS_FINISHED = "relay_workflow_runs_finished_total"
 
 
 def runs_by_status(*, using: str = "default", account_id: int | None = None) -> dict[str, int]:
@@ -42,6 +48,16 @@ def running_executions_by_account(
     return sorted(loads, key=lambda load: load.slug)
 
 
+def _count_started(per_workflow: Counter[int]) -> None:
+    for workflow_id, n in per_workflow.items():
+        metrics.count((RUNS_STARTED, metrics.labels_key(workflow=str(workflow_id))), n)
+
+
+def _count_finished(per_workflow_status: Counter[tuple[int, str]]) -> None:
+    for (workflow_id, status), n in per_workflow_status.items():
+        metrics.count((RUNS_FINISHED, metrics.labels_key(workflow=str(workflow_id), status=status)), n)
+
+
 def _runs(counts: metrics.CountPass):
     return [({"status": status}, n) for status, n in runs_by_status(using=counts.using).items()]
 
@@ -51,6 +67,7 @@ def _executions(counts: metrics.CountPass) -> list[metrics.AccountLoad]:
 
 
 def register() -> None:
+    count_runs_with(RunCounts(started=_count_started, finished=_count_finished))
     register_stats_section("runs", lambda account_id: runs_by_status(account_id=account_id))
     metrics.register_counter(RUNS_STARTED, "Workflow runs started, per workflow (id).", ("workflow",))
     metrics.register_counter(

@@ -17,6 +17,8 @@ Values are prepared by the model fields themselves (UUIDs, JSON, datetimes).
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -29,12 +31,8 @@ from django.utils.dateparse import parse_datetime
 
 from contacts.infrastructure.store import COLUMNS as CONTACT_ROW
 from contacts.infrastructure.store import row_from_db as contact_row_from_db
-from jobs.application import metrics
 from workflows.domain.execution import COUNTED_FOR_LIMIT, ENDED, UNFINISHED, Execution, ExecutionStatus
 from workflows.infrastructure.models import ExecutionLog, WorkflowExecution
-
-RUNS_STARTED = "relay_workflow_runs_started_total"
-RUNS_FINISHED = "relay_workflow_runs_finished_total"
 
 RUN_TABLE = WorkflowExecution._meta.db_table
 LOG_TABLE = ExecutionLog._meta.db_table
@@ -230,6 +228,26 @@ def _record_steps_sql(connection) -> str:
     return _record_steps_statement
 
 
+@dataclass(frozen=True)
+class RunCounts:
+    """A port: who counts the runs this store starts and ends (the engine's metrics, set from its ready()).
+
+    The store says what it wrote once the writing transaction commits (a rolled-back step counts nothing):
+    runs started per workflow id, runs ended per (workflow id, final status). It knows nothing of metrics.
+    """
+
+    started: Callable[[Counter[int]], None]
+    finished: Callable[[Counter[tuple[int, str]]], None]
+
+
+_run_counts: RunCounts | None = None
+
+
+def count_runs_with(counts: RunCounts | None) -> None:
+    global _run_counts
+    _run_counts = counts
+
+
 _RUN_SELECT = ", ".join(f"e.{_column(WorkflowExecution, c)}" for c in RUN_COLUMNS)
 
 
@@ -256,22 +274,22 @@ class RunStore:
     def _prep(self, model, name: str, value: Any) -> Any:
         return model._meta.get_field(name).get_db_prep_save(value, self.connection)
 
-    # --- metrics: runs started and finished, counted when the writing transaction commits -----------
+    # --- what it wrote, for whoever counts runs (the RunCounts port), once the transaction commits ------
     def _count_started(self, rows: list[RunRow]) -> None:
-        started: dict[tuple[str, str], float] = {}
-        for row in rows:
-            series = (RUNS_STARTED, metrics.labels_key(workflow=str(row.workflow_id)))
-            started[series] = started.get(series, 0) + 1
-        self.connection.on_commit(lambda: [metrics.count(series, n) for series, n in started.items()])
+        counts = _run_counts
+        if counts is not None:
+            started = Counter(row.workflow_id for row in rows)
+            self.connection.on_commit(lambda: counts.started(started))
 
     def _count_finished(self, entries: list[tuple[RunRow, list[str]]]) -> None:
-        finished: dict[tuple[str, str], float] = {}
-        for row, columns in entries:
-            if "status" in columns and row.status in ENDED:
-                series = (RUNS_FINISHED, metrics.labels_key(workflow=str(row.workflow_id), status=row.status))
-                finished[series] = finished.get(series, 0) + 1
+        counts = _run_counts
+        if counts is None:
+            return
+        finished = Counter(
+            (row.workflow_id, row.status) for row, columns in entries if "status" in columns and row.status in ENDED
+        )
         if finished:
-            self.connection.on_commit(lambda: [metrics.count(series, n) for series, n in finished.items()])
+            self.connection.on_commit(lambda: counts.finished(finished))
 
     # --- runs -------------------------------------------------------------------------------
     def lock_run(self, execution_id: UUID) -> RunRow | None:
