@@ -21,7 +21,6 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Model, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import get_object_or_404
-from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
@@ -30,10 +29,7 @@ from django.utils.html import format_html, format_html_join
 from accounts.admin_scoping import AccountScopedAdmin, allowed_account_ids, check_account
 from accounts.domain.roles import Permission
 from accounts.infrastructure.models import Account
-from contacts.admin import contact_page_panels
-from contacts.admin_imports import ImportFollowUp, import_follow_ups
 from contacts.infrastructure.models import Contact
-from jobs.admin import job_links
 from jobs.application.operations import jobs_carrying
 from jobs.infrastructure.models import Job
 from kernel.failures import JobError
@@ -42,13 +38,11 @@ from workflows.admin_forms.context import BuilderContext, builder_context
 from workflows.admin_forms.steps import ACCOUNT_TAGS_LIST, STEP_FORMS, StepForm, StepFormSet, step_palette
 from workflows.admin_forms.summary import step_lines
 from workflows.admin_forms.workflow import EVENT_LABELS, WorkflowForm
-from workflows.application.enrollments import enrollment_job
 from workflows.application.errors import NotFound
 from workflows.application.previews import PreviewRefused, step_preview, step_send_test
-from workflows.application.runs.moves import RESUME_HANDLER, STEP_HANDLER
 from workflows.application.runs.operating import RUN_OPERATIONS, cancel_run, pause_run, resume_run, retry_run
 from workflows.application.runs.starting import start_run
-from workflows.application.selectors import execution_list, has_unpublished_changes, run_timeline, workflow_versions
+from workflows.application.selectors import has_unpublished_changes, run_timeline, workflow_versions
 from workflows.application.stats import workflow_run_counts, workflow_step_counts
 from workflows.application.workflows import WorkflowService
 from workflows.domain.errors import IllegalExecutionTransition, WorkflowDomainError, WorkflowValidationError
@@ -698,46 +692,6 @@ class VersionFilter(admin.SimpleListFilter):
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         value = self.value()
         return queryset.filter(version__number=int(value)) if value and value.isdigit() else queryset
-
-
-def contact_runs_panel(request: HttpRequest, contact: Contact) -> str:
-    """A contact's runs, on the contact's page (contacts.admin.contact_page_panels)."""
-    if not request.user.has_perm("workflows.view_workflowexecution"):
-        return ""
-    runs = execution_list(account_id=contact.account_id, contact_id=contact.pk)[:50]
-    return render_to_string("admin/workflows/contact_runs.html", {"runs": runs, "contact": contact}, request)
-
-
-contact_page_panels.append(contact_runs_panel)
-
-
-def _enroll_field(account_id: int) -> forms.Field:
-    workflows = Workflow.objects.filter(account_id=account_id, status=WorkflowStatus.ACTIVE).order_by("name")
-    return forms.ModelChoiceField(
-        queryset=workflows,
-        required=False,
-        empty_label="— don't enroll them —",
-        label="Then enroll them into",
-        help_text="Every imported contact starts this workflow, at the pace the account's limit of runs allows.",
-    )
-
-
-def _enroll_jobs(workflow: Workflow, *, import_id: int, account_id: int, user_id: int | None) -> list:
-    return [enrollment_job(account_id=account_id, workflow_id=workflow.pk, import_id=import_id, started_by_id=user_id)]
-
-
-import_follow_ups.append(ImportFollowUp(name="enroll", field=_enroll_field, jobs=_enroll_jobs))
-
-
-def _run_links(job: Any) -> list[tuple[str, str]]:
-    """A workflow step's job links to the run it carries (jobs.admin.job_links)."""
-    run_id = (job.payload or {}).get("execution_id") if isinstance(job.payload, dict) else None
-    if job.handler not in (STEP_HANDLER, RESUME_HANDLER) or not run_id:
-        return []
-    return [(f"Run {run_id}", reverse("admin:workflows_workflowexecution_change", args=[run_id]))]
-
-
-job_links.append(_run_links)
 
 
 @admin.register(WorkflowExecution)

@@ -10,7 +10,7 @@ class WorkflowsConfig(AppConfig):
 
         from contacts.application.events import subscribe
         from jobs.application.schedules import builtin_schedule
-        from workflows import handlers  # registers the workflow jobs; names the reconcile handler
+        from workflows import admin_extensions, handlers  # handlers: the workflow jobs; the reconcile handler
         from workflows.application import metrics
         from workflows.application.events import on_contact_event, on_workflow_deleted
         from workflows.application.trigger_cache import listen_for_trigger_changes
@@ -19,6 +19,7 @@ class WorkflowsConfig(AppConfig):
         subscribe(on_contact_event)
         listen_for_trigger_changes()  # workers drop their cached triggers when a workflow changes
         metrics.register()  # runs started/finished, runs by status, runs against the accounts' limits
+        admin_extensions.register()  # a contact's runs, "enroll them" after an import, a step job's run
         # Behind the dead-letter hook: runs held by a job that ended dead, failed, cancelled or was purged.
         builtin_schedule("relay.reconcile_runs", cron="*/5 * * * *", handler=handlers.RECONCILE_HANDLER)
         builtin_schedule("relay.purge_hook_runs", cron="23 4 * * *", handler=handlers.PURGE_RUNS_HANDLER)

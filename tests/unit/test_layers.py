@@ -8,6 +8,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 APPS = ("accounts", "contacts", "jobs", "workflows", "integrations", "idempotency")
+# The lists other apps' admins extend (DDD_NOTES, "Extension points between apps' admins").
+ADMIN_EXTENSION_POINTS = frozenset({"contact_page_panels", "import_follow_ups", "job_links"})
 
 
 def _modules(folder: str) -> list[Path]:
@@ -47,3 +49,25 @@ def test_the_domain_imports_no_django_and_no_outer_layer():
         or any(f".{layer}" in f".{name}" for layer in ("application", "infrastructure", "api"))
     ]
     assert offending == []
+
+
+def _registrations_at_import(path: Path) -> list[str]:
+    """Module-level statements that add to an extension point (`job_links.append(...)`, `x += [...]`)."""
+    found = []
+    for node in ast.parse(path.read_text()).body:
+        target = None
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            func = node.value.func
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+                target = func.value.id
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            target = node.target.id
+        if target in ADMIN_EXTENSION_POINTS:
+            found.append(f"{_where(path, node.lineno)} extends {target}")
+    return found
+
+
+def test_no_admin_module_registers_with_another_apps_admin_when_imported():
+    admin_modules = sorted(path for app in APPS for path in (ROOT / app).glob("admin*.py"))
+    assert admin_modules, "the admin modules were not found"
+    assert [found for path in admin_modules for found in _registrations_at_import(path)] == []

@@ -342,3 +342,29 @@ def test_a_viewer_sees_the_draft_steps_with_webhook_credentials_redacted(client,
     assert "https://hooks.example.com/…" in page
     for secret in ("T0K3N", "querysecret", "headersecret123", "bodysecret"):
         assert secret not in page
+
+
+def test_the_engine_extends_the_contacts_and_jobs_admin_from_ready_once():
+    from contacts.admin import contact_page_panels
+    from contacts.admin_imports import import_follow_ups
+    from jobs.admin import job_links
+    from workflows import admin_extensions
+
+    admin_extensions.register()  # ready() did; again adds nothing
+    assert contact_page_panels.count(admin_extensions.contact_runs_panel) == 1
+    assert [follow_up.name for follow_up in import_follow_ups] == ["enroll"]
+    assert job_links.count(admin_extensions.run_links) == 1
+
+
+def test_a_contacts_page_lists_its_runs_and_a_step_jobs_page_links_to_its_run(admin_client, account, contact):
+    from jobs.infrastructure.models import Job
+
+    workflow = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "x"}}])
+    run = start_run(workflow_id=workflow.pk, contact_id=contact.pk).execution
+    run_page = reverse("admin:workflows_workflowexecution_change", args=[run.pk])
+    contact_page = admin_client.get(reverse("admin:contacts_contact_change", args=[contact.pk])).content.decode()
+    assert 'data-testid="contact-runs"' in contact_page
+    assert run_page in contact_page
+    job = Job.objects.get(payload__execution_id=str(run.pk))
+    job_page = admin_client.get(reverse("admin:jobs_job_change", args=[job.pk])).content.decode()
+    assert f'<a href="{run_page}">Run {run.pk}</a>' in job_page
