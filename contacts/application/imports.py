@@ -25,12 +25,14 @@ from contacts.application.services import contact_add_tag, contact_update
 from contacts.domain.imports import (
     MAX_ERRORS_KEPT,
     MAX_ROWS,
+    TAGS,
     ImportedRow,
     RowProblem,
     duplicate_problems,
     guess_target,
     mapping_problems,
     read_row,
+    tag_limit_problem,
 )
 from contacts.domain.model import ContactError, normalize_tag
 from contacts.infrastructure.models import Contact, ContactImport
@@ -220,8 +222,28 @@ def check_rows(record: ContactImport) -> tuple[list[ImportedRow], list[RowProble
         problems.extend(row_problems)
         rows.append(row)
     problems.extend(duplicate_problems(rows, {"email": _column(record, "email")}))
+    problems.extend(_tag_limit_problems(record, rows, refused={p.row for p in problems}))
     problems.sort(key=lambda p: p.row)
     return rows, problems
+
+
+def _tag_limit_problems(record: ContactImport, rows: list[ImportedRow], refused: set[int]) -> list[RowProblem]:
+    """Rows that would take their contact past MAX_TAGS: a new one by its own tags and the tag for everyone,
+    one already here by the tags it has too (unless existing contacts are left as they are)."""
+    everyone = record.options.get("tag") or ""
+    skip_existing = record.options.get("existing") == "skip"
+    known = _known(record.account_id, rows)
+    column = _column(record, TAGS)
+    problems = []
+    for row in rows:
+        email = row.fields.get("email")
+        if row.number in refused or (skip_existing and email in known):
+            continue
+        has = known[email][1] if email in known else []
+        problem = tag_limit_problem(row, column, has=has, everyone=everyone)
+        if problem is not None:
+            problems.append(problem)
+    return problems
 
 
 def _column(record: ContactImport, target: str) -> str:
@@ -235,15 +257,22 @@ def _refuse(record: ContactImport, problems: list[RowProblem]) -> None:
     record.save(update_fields=["status", "problems", "problem_count", "updated_at"])
 
 
-def _split_existing(account_id: int, rows: list[ImportedRow]) -> tuple[list[ImportedRow], dict[int, int]]:
-    """The rows of new contacts, and {row index: contact id} for emails already in the account."""
+def _known(account_id: int, rows: list[ImportedRow]) -> dict[str, tuple[int, list[str]]]:
+    """{email: (contact id, its tags)} for the rows' emails already in the account."""
     emails = [row.fields["email"] for row in rows if row.fields.get("email")]
-    known: dict[str, int] = {}
+    known: dict[str, tuple[int, list[str]]] = {}
     for start in range(0, len(emails), 5000):
         chunk = emails[start : start + 5000]
-        for pk, email in Contact.objects.filter(account_id=account_id, email__in=chunk).values_list("pk", "email"):
-            known[email.lower()] = pk
-    existing = {i: known[row.fields["email"]] for i, row in enumerate(rows) if row.fields.get("email") in known}
+        found = Contact.objects.filter(account_id=account_id, email__in=chunk).values_list("pk", "email", "tags")
+        for pk, email, tags in found:
+            known[email.lower()] = (pk, list(tags or []))
+    return known
+
+
+def _split_existing(account_id: int, rows: list[ImportedRow]) -> tuple[list[ImportedRow], dict[int, int]]:
+    """The rows of new contacts, and {row index: contact id} for emails already in the account."""
+    known = _known(account_id, rows)
+    existing = {i: known[row.fields["email"]][0] for i, row in enumerate(rows) if row.fields.get("email") in known}
     new = [row for i, row in enumerate(rows) if i not in existing]
     return new, existing
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from contacts.domain.model import MAX_TAGS, ContactError, normalize_phone, normalize_tag, too_many_tags
+from contacts.domain.model import MAX_TAGS, ContactError, normalize_phone, normalize_tag, too_many_tags, with_tag
 
 FIELDS = ("email", "phone", "first_name", "last_name")
 TAGS = "tags"
@@ -140,3 +140,26 @@ def duplicate_problems(rows: Sequence[ImportedRow], header_of: Mapping[str, str]
         else:
             first[email] = row.number
     return problems
+
+
+def tag_limit_problem(
+    row: ImportedRow, column: str, *, has: Sequence[str] = (), everyone: str = ""
+) -> RowProblem | None:
+    """Whether importing the row would take its contact past MAX_TAGS: the tags it `has` (a contact already
+    here, updated), then the row's own and the tag for `everyone`, each added as every path adds a tag
+    (`with_tag`). Found before any write, so a full contact refuses the file instead of failing the import."""
+    tags = list(has)
+    added = [*row.tags, *([everyone] if everyone else [])]
+    for tag in added:
+        try:
+            tags, _ = with_tag(tags, tag)
+        except ContactError:
+            total = len(dict.fromkeys([*has, *added]))
+            parts = [f"{len(has)} it has"] if has else []
+            if row.tags:
+                parts.append(f"{len(row.tags)} from this row")
+            if everyone:
+                parts.append(f"“{everyone}” for everyone")
+            reason = f"would give the contact {total} tags ({', '.join(parts)}); {too_many_tags().reason}"
+            return RowProblem(row.number, column, reason)
+    return None

@@ -1,6 +1,7 @@
 """Contacts in lists: import a CSV or XLSX through the admin (preview, mapping, per-row problems, all or
 nothing), optionally enrolling everyone into a workflow on the queue; export the filtered list."""
 
+import csv
 import io
 
 import pytest
@@ -8,7 +9,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from contacts.application.services import contact_create
+from contacts.domain.model import MAX_TAGS
 from contacts.infrastructure.models import Contact, ContactImport
+from jobs.infrastructure.models import Job
 from tests.factories import MembershipFactory, UserFactory
 from tests.integration.workflows.support import make_workflow, run_due_jobs
 from workflows.admin_roles import grant_role
@@ -109,6 +112,68 @@ def test_enrollment_waits_for_room_under_the_accounts_limit(marketer, account):
     # Two fit under the limit (the waits leave QUEUED/ACTIVE for WAITING, so room comes back as they run).
     assert WorkflowExecution.objects.filter(workflow=workflow).count() >= 2
     assert "Enrolling into “Slow”" in record.follow_up or "Enrolled 5" in record.follow_up
+
+
+def _csv(*rows: list[str]) -> bytes:
+    buffer = io.StringIO()
+    csv.writer(buffer).writerows(rows)
+    return buffer.getvalue().encode()
+
+
+def _tags(prefix: str, n: int) -> list[str]:
+    return [f"{prefix}{i}" for i in range(n)]
+
+
+def _import(client, account, content: bytes, **options) -> ContactImport:
+    record = upload(client, account, "list.csv", content)
+    response = client.post(
+        reverse("admin:contacts_contact_import_detail", args=[record.pk]), mapping_post(record, **options)
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    run_due_jobs()
+    record.refresh_from_db()
+    return record
+
+
+def test_a_contact_here_that_the_file_would_take_past_max_tags_refuses_the_file_before_any_write(marketer, account):
+    full = contact_create(account_id=account.pk, email="full@example.com", tags=_tags("old", MAX_TAGS - 1))
+    content = _csv(
+        ["email", "first name", "tags"], ["new@example.com", "New", "a"], ["full@example.com", "Full", "x, y"]
+    )
+    record = _import(marketer, account, content)
+    # Refused as a problem of its row, with nothing written: not an import job failing halfway and retrying.
+    assert record.status == "refused", record.problems
+    assert [(p["row"], p["column"]) for p in record.problems] == [(3, "tags")]
+    assert record.problems[0]["message"] == (
+        f"would give the contact {MAX_TAGS + 1} tags ({MAX_TAGS - 1} it has, 2 from this row); "
+        f"a contact has at most {MAX_TAGS} tags; remove one first"
+    )
+    assert not Contact.objects.filter(email="new@example.com").exists()
+    full.refresh_from_db()
+    assert (full.first_name, len(full.tags)) == ("", MAX_TAGS - 1)
+    assert Job.objects.get(handler="contacts.import").status == "completed"
+    # Left as they are, contacts already here are no problem.
+    assert _import(marketer, account, content, existing="skip").status == "imported"
+
+
+def test_the_tag_for_everyone_may_not_take_a_contact_past_max_tags(marketer, account):
+    contact_create(account_id=account.pk, email="full@example.com", tags=_tags("old", MAX_TAGS))
+    content = _csv(
+        ["email", "tags"],
+        ["new@example.com", ",".join(_tags("t", MAX_TAGS))],  # a full row: fine alone, one too many with the tag
+        ["ok@example.com", "vip"],
+        ["full@example.com", ""],
+    )
+    record = _import(marketer, account, content, tag="webinar")
+    assert record.status == "refused", record.problems
+    assert [(p["row"], p["column"]) for p in record.problems] == [(2, "tags"), (4, "tags")]
+    assert "(100 from this row, “webinar” for everyone)" in record.problems[0]["message"]
+    assert "(100 it has, “webinar” for everyone)" in record.problems[1]["message"]
+    assert not Contact.objects.filter(email__in=["new@example.com", "ok@example.com"]).exists()
+    # Without the tag for everyone, the same file goes in whole.
+    record = _import(marketer, account, content)
+    assert record.status == "imported", record.problems
+    assert len(Contact.objects.get(email="new@example.com").tags) == MAX_TAGS
 
 
 def test_export_the_filtered_list(marketer, account):

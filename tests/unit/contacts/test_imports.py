@@ -57,3 +57,23 @@ def test_a_row_with_more_tags_than_a_contact_may_hold_is_refused():
     row, problems = read_row(3, ["bob@example.com", ", ".join(f"t{i}" for i in range(MAX_TAGS))], header, mapping)
     assert problems == []
     assert len(row.tags) == MAX_TAGS
+
+
+def test_a_row_may_not_take_its_contact_past_max_tags_with_the_tags_it_has_or_the_tag_for_everyone():
+    from contacts.domain.imports import ImportedRow, tag_limit_problem
+    from contacts.domain.model import MAX_TAGS
+
+    has = [f"old{i}" for i in range(MAX_TAGS - 1)]
+    row = ImportedRow(7, tags=["old0", "new"])  # one it has already, one new: exactly full
+    assert tag_limit_problem(row, "Tags", has=has) is None
+    problem = tag_limit_problem(row, "Tags", has=has, everyone="webinar")
+    assert problem is not None
+    assert (problem.row, problem.column) == (7, "Tags")
+    assert problem.message.startswith(f"would give the contact {MAX_TAGS + 1} tags ({MAX_TAGS - 1} it has, 2 from")
+    assert tag_limit_problem(row, "Tags", has=has, everyone="old1") is None  # a tag it has adds nothing
+    full_row = ImportedRow(8, tags=[f"t{i}" for i in range(MAX_TAGS)])
+    assert tag_limit_problem(full_row, "Tags") is None
+    assert tag_limit_problem(full_row, "Tags", everyone="webinar") is not None
+    # A contact stored past the limit before the rule keeps its tags, and may be given those it has.
+    legacy = [f"t{i}" for i in range(MAX_TAGS + 3)]
+    assert tag_limit_problem(ImportedRow(9, tags=["t1"]), "Tags", has=legacy) is None
