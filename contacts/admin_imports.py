@@ -37,6 +37,8 @@ class ImportFollowUp:
     name: str
     field: Callable[[int], forms.Field]  # account id -> the form field (blank: do nothing)
     jobs: Callable[..., list[JobSpec]]  # (value, import_id=, account_id=, user_id=) -> jobs to queue after
+    # (request, value) -> why this user may not ask for it ("": they may), checked when the mapping is submitted
+    refusal: Callable[[HttpRequest, Any], str] = lambda request, value: ""
 
 
 import_follow_ups: list[ImportFollowUp] = []
@@ -137,6 +139,21 @@ def upload_view(model_admin: Any, request: HttpRequest) -> HttpResponse:
     return TemplateResponse(request, "admin/contacts/contact/import_upload.html", context)
 
 
+def _follow_up_jobs(request: HttpRequest, form: MappingForm, record: ContactImport) -> list[JobSpec]:
+    """The jobs of the follow-ups asked for; one this user may not ask for is refused on its field instead."""
+    then: list[JobSpec] = []
+    for follow_up in import_follow_ups:
+        value = form.cleaned_data.get(f"then_{follow_up.name}")
+        if not value:
+            continue
+        refusal = follow_up.refusal(request, value)
+        if refusal:
+            form.add_error(f"then_{follow_up.name}", refusal)
+            continue
+        then += follow_up.jobs(value, import_id=record.pk, account_id=record.account_id, user_id=request.user.pk)
+    return then
+
+
 def detail_view(model_admin: Any, request: HttpRequest, import_id: int) -> HttpResponse:
     record = get_object_or_404(ContactImport.objects.filter(account__in=_accounts(model_admin, request)), pk=import_id)
     may_import = model_admin.has_add_permission(request) and model_admin.has_change_permission(request)
@@ -149,28 +166,23 @@ def detail_view(model_admin: Any, request: HttpRequest, import_id: int) -> HttpR
     )
     form = MappingForm(request.POST or None, record=record) if editable else None
     if request.method == "POST" and form is not None and form.is_valid():
-        then: list[JobSpec] = []
-        for follow_up in import_follow_ups:
-            value = form.cleaned_data.get(f"then_{follow_up.name}")
-            if value:
-                then += follow_up.jobs(
-                    value, import_id=record.pk, account_id=record.account_id, user_id=request.user.pk
+        then = _follow_up_jobs(request, form, record)
+        if form.is_valid():  # a follow-up this user may not ask for is an error on its field
+            try:
+                import_configure(
+                    import_id=record.pk,
+                    mapping=form.mapping(),
+                    existing=form.cleaned_data["existing"],
+                    tag=form.cleaned_data.get("tag") or "",
+                    then=then,
                 )
-        try:
-            import_configure(
-                import_id=record.pk,
-                mapping=form.mapping(),
-                existing=form.cleaned_data["existing"],
-                tag=form.cleaned_data.get("tag") or "",
-                then=then,
-            )
-            import_queue(import_id=record.pk, dry_run="_check" in request.POST)
-        except ImportRefused as exc:
-            form.add_error(None, str(exc))
-        else:
-            verb = "Checking" if "_check" in request.POST else "Importing"
-            model_admin.message_user(request, f"{verb} {record.row_count:,} rows…", messages.INFO)
-            return HttpResponseRedirect(request.path)
+                import_queue(import_id=record.pk, dry_run="_check" in request.POST)
+            except ImportRefused as exc:
+                form.add_error(None, str(exc))
+            else:
+                verb = "Checking" if "_check" in request.POST else "Importing"
+                model_admin.message_user(request, f"{verb} {record.row_count:,} rows…", messages.INFO)
+                return HttpResponseRedirect(request.path)
     preview = []
     if form is not None:
         for offset, cells in enumerate(record.sample):

@@ -8,9 +8,10 @@ Registered by `register()`, which WorkflowsConfig.ready() calls: nothing wires i
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django import forms
+from django.contrib import admin
 from django.http import HttpRequest
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -24,6 +25,9 @@ from workflows.application.runs.moves import RESUME_HANDLER, STEP_HANDLER
 from workflows.application.selectors import execution_list
 from workflows.domain.workflow import WorkflowStatus
 from workflows.infrastructure.models import Workflow
+
+if TYPE_CHECKING:
+    from workflows.admin import WorkflowAdmin
 
 
 def contact_runs_panel(request: HttpRequest, contact: Contact) -> str:
@@ -49,7 +53,19 @@ def _enroll_jobs(workflow: Workflow, *, import_id: int, account_id: int, user_id
     return [enrollment_job(account_id=account_id, workflow_id=workflow.pk, import_id=import_id, started_by_id=user_id)]
 
 
-ENROLL = ImportFollowUp(name="enroll", field=_enroll_field, jobs=_enroll_jobs)
+def _enroll_refusal(request: HttpRequest, workflow: Workflow) -> str:
+    """Enrolling starts a run for each imported contact: the user must be allowed to start this workflow's runs,
+    by the same rule as its "Start a run" page (Django's permission, and their role in its account)."""
+    workflow_admin = cast("WorkflowAdmin", admin.site.get_model_admin(Workflow))
+    if workflow_admin.has_start_permission(request, workflow):
+        return ""
+    return (
+        f"Enrolling them starts a run of “{workflow.name}” for each contact, and you may not start runs in "
+        f"{workflow.account.name}: import without enrolling, or ask an owner or admin of the account."
+    )
+
+
+ENROLL = ImportFollowUp(name="enroll", field=_enroll_field, jobs=_enroll_jobs, refusal=_enroll_refusal)
 
 
 def run_links(job: Any) -> list[tuple[str, str]]:

@@ -176,6 +176,50 @@ def test_the_tag_for_everyone_may_not_take_a_contact_past_max_tags(marketer, acc
     assert len(Contact.objects.get(email="new@example.com").tags) == MAX_TAGS
 
 
+def _refused_enrollment(client, account) -> tuple[ContactImport, str]:
+    workflow = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "x"}}], name="Onboarding")
+    record = upload(client, account, "list.csv", b"email\nada@example.com\n")
+    response = client.post(
+        reverse("admin:contacts_contact_import_detail", args=[record.pk]),
+        mapping_post(record, then_enroll=str(workflow.pk)),
+    )
+    assert response.status_code == 200  # the mapping page again, with the refusal on the field
+    record.refresh_from_db()
+    assert record.status == "uploaded"  # nothing queued: no import, no enrollment
+    assert record.options.get("then") is None
+    return record, response.content.decode()
+
+
+def test_enrolling_the_imported_contacts_needs_a_role_that_starts_runs_in_the_account(marketer, account, monkeypatch):
+    from accounts.domain.roles import ROLE_PERMISSIONS, Permission, Role
+
+    # A role that may manage contacts but not run workflows (none of today's roles is one).
+    monkeypatch.setitem(ROLE_PERMISSIONS, Role.MARKETER, ROLE_PERMISSIONS[Role.MARKETER] - {Permission.RUN_WORKFLOWS})
+    _record, page = _refused_enrollment(marketer, account)
+    assert "Enrolling them starts a run of “Onboarding” for each contact, and you may not start runs in" in page
+    run_due_jobs()
+    assert not Contact.objects.exists()
+    assert not WorkflowExecution.objects.exists()
+
+
+def test_enrolling_the_imported_contacts_needs_the_permission_to_start_runs(client, account):
+    from django.contrib.auth.models import Permission as DjangoPermission
+
+    user = UserFactory(is_staff=True)
+    MembershipFactory(account=account, user=user, role="marketer")
+    codenames = ["view_contact", "add_contact", "change_contact", "view_workflow"]  # not add_workflowexecution
+    user.user_permissions.add(*DjangoPermission.objects.filter(codename__in=codenames))
+    client.force_login(user)
+    record, page = _refused_enrollment(client, account)
+    assert f"you may not start runs in {account.name}" in page
+    # Without the enrollment the same user imports the file.
+    client.post(reverse("admin:contacts_contact_import_detail", args=[record.pk]), mapping_post(record))
+    run_due_jobs()
+    record.refresh_from_db()
+    assert record.status == "imported"
+    assert not WorkflowExecution.objects.exists()
+
+
 def test_export_the_filtered_list(marketer, account):
     contact_create(account_id=account.pk, email="ada@example.com", first_name="Ada", phone="", tags=["vip"])
     contact_create(account_id=account.pk, email="bob@example.com", first_name="Bob", phone="")
