@@ -634,10 +634,9 @@ class Worker:
             for job, context in zip(jobs, contexts, strict=True)
             if not context.completed_in_transaction and job.id != runaway
         ]
-        committed = sum(
-            1 for job, c in zip(jobs, contexts, strict=True) if c.completed_in_transaction and job.id != runaway
-        )
-        metrics.count(metrics.ATTEMPT_SUCCEEDED, committed)
+        # A committed completion is a success, the runaway's too: its timeout then found the job no longer
+        # running and recorded nothing (a completion and a recorded failure exclude each other).
+        metrics.count(metrics.ATTEMPT_SUCCEEDED, sum(1 for c in contexts if c.completed_in_transaction))
         if isinstance(error, JobTimeout):
             for job, _context in pending:
                 self._record_failure(store, job, error, started, executor=executor)
@@ -724,6 +723,8 @@ class Worker:
             error = exc
         if running.runaway:  # its timeout was recorded when it did not stop: whatever it did since is not its own
             _reset_handler_connection(handler_connection, force=True)
+            if context.completed_in_transaction:  # it completed first: its timeout found nothing to record
+                metrics.count(metrics.ATTEMPT_SUCCEEDED)
             log.info("job %s %s returned after its timeout was recorded; nothing more is written", job.id, job.handler)
             return None
         if error is not None:

@@ -9,11 +9,13 @@ calls. Each job's payload says what the batch handler does with it:
 
 and `fail` on any job of the batch makes the handler raise: "inside" (in its transaction, after
 `complete_all`: everything rolls back) or "after" (once its completions committed); `spin` burns CPU
-past the execution timeout after committing its completions.
+past the execution timeout after committing its completions, and `block` sleeps past it in C, which no
+interruption stops (a runaway).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -22,7 +24,9 @@ from uuid import UUID
 
 import pytest
 from django.db import transaction
+from prometheus_client.parser import text_string_to_metric_families
 
+from jobs.application import metrics
 from jobs.application.context import JobContext, complete_all, context_for
 from jobs.application.queue import JobSpec, enqueue, enqueue_many
 from jobs.application.registry import batch_handler, get_batch_handler, job_handler
@@ -49,6 +53,14 @@ def run_one(payload: dict[str, Any], job: JobContext) -> None:
         single_calls.append((payload["tag"], job.attempt_number))
 
 
+@job_handler("test.complete_then_block")
+def complete_then_block(payload: dict[str, Any], job: JobContext) -> None:
+    """Completes its job (committed), then blocks in C past the timeout: a runaway whose job is done."""
+    with transaction.atomic():
+        job.mark_completed()
+    time.sleep(4)
+
+
 @batch_handler(HANDLER)
 def run_together(items: Sequence[tuple[dict[str, Any], JobContext]]) -> list[tuple[dict[str, Any], JobContext]]:
     with _lock:
@@ -66,6 +78,8 @@ def run_together(items: Sequence[tuple[dict[str, Any], JobContext]]) -> list[tup
             raise RuntimeError("the batch gives up inside its transaction")
     if fail == "after":
         raise RuntimeError("the batch gives up after its completions committed")
+    if fail == "block":
+        time.sleep(4)  # in C: the worker declares the handler a runaway and replaces its process
     if fail == "spin":
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:  # interruptible Python: the worker's timeout stops it
@@ -168,6 +182,49 @@ def test_a_batch_past_the_execution_timeout_records_a_failure_for_each_job_it_di
         assert jobs[tag].attempt_number == 1
         assert jobs[tag].error_message.startswith("JobTimeout: handler exceeded JOB_EXECUTION_TIMEOUT")
     assert follow_ups() == ["0-complete"]
+
+
+class _Replaced(Exception):
+    """Stands for the worker replacing its process (os.execv) or leaving it (os._exit): not in the test's."""
+
+
+@pytest.mark.parametrize("batch", [True, False], ids=["batch", "one job"])
+def test_a_runaway_whose_jobs_completed_counts_each_attempt_once_as_a_success(settings, monkeypatch, batch):
+    """The handler committed its completions, then blocked past its timeout: the worker declares it a runaway,
+    finds nothing to record (the job is no longer running) and restarts. Each attempt is counted once, by what
+    the database holds: successes, nothing retried or dead-lettered."""
+    settings.JOB_EXECUTION_TIMEOUT = 1.0  # lease margin 2 s: a runaway 1.7 s in, well before the 4 s sleep ends
+
+    def replaced(*args: Any) -> None:
+        raise _Replaced
+
+    monkeypatch.setattr(os, "execv", replaced)
+    monkeypatch.setattr(os, "_exit", replaced)
+    metrics.recorder.take()  # what earlier tests counted in this process
+    before = _stored_attempts()
+    if batch:
+        ids = queue_jobs("complete", "complete", "complete", fail="block")
+    else:
+        ids = {"one": enqueue("test.complete_then_block", {}, queue=QUEUE).id}
+    worker = Worker(queues=[QUEUE], concurrency=1, burst=True, install_signal_handlers=False)
+    with pytest.raises(_Replaced):
+        worker.run()
+    for executor in worker._executors:
+        executor.thread.join(10)  # the handler returned (a replaced process would have counted nothing more)
+    metrics.flush()  # what it counted after the worker's own last flush
+    assert batch_calls == ([["0-complete", "1-complete", "2-complete"]] if batch else [])
+    assert {job.status for job in jobs_by_tag(ids).values()} == {"completed"}
+    counted = {outcome: n - before.get(outcome, 0) for outcome, n in _stored_attempts().items()}
+    assert counted == {"succeeded": len(ids)}
+
+
+def _stored_attempts() -> dict[str, float]:
+    found = {}
+    for family in text_string_to_metric_families(metrics.render().decode()):
+        for sample in family.samples:
+            if sample.name == "relay_jobs_attempts_total" and sample.value:
+                found[sample.labels["outcome"]] = sample.value
+    return found
 
 
 # --- complete_all, against the store ----------------------------------------------------------
