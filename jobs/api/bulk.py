@@ -7,7 +7,7 @@ transaction and answers how many matched, changed, and were not in a state that 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import serializers
@@ -25,7 +25,35 @@ FILTER_KEYS = ("status", "queue", "handler", "account", "created_after", "create
 DRY_RUN = FilterSet(Boolean("dry_run", "Count what would change, change nothing."))
 
 
-class BulkJobsIn(StrictSerializer):
+class BulkFilterIn(StrictSerializer):
+    """A bulk operation's body: a filter, at least one of `filter_keys` (an empty filter would match every
+    row: "retry everything" is never a default), and dry_run. The runs' bulk moves use it too."""
+
+    filter_keys: ClassVar[tuple[str, ...]] = ()
+    rows: ClassVar[str] = "row"
+
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        if not any(key in data for key in self.filter_keys):
+            keys = ", ".join(self.filter_keys)
+            raise serializers.ValidationError(
+                {"": [f"give at least one filter ({keys}): an empty filter would match every {self.rows}"]}
+            )
+        return data
+
+
+def bulk_request(serializer: type[BulkFilterIn], request: Request, query: dict[str, Any]) -> tuple[dict, bool]:
+    """The filter of a bulk operation's body, and whether it is a dry run (`dry_run` in the body or the query)."""
+    body = serializer(data=request.data if request.data is not None else {})
+    if not body.is_valid():
+        raise InvalidInput([{"field": k, "message": str(m[0])} for k, m in body.errors.items()])
+    data = dict(body.validated_data)
+    return data, bool(data.pop("dry_run", False) or query.get("dry_run", False))
+
+
+class BulkJobsIn(BulkFilterIn):
+    filter_keys = FILTER_KEYS
+    rows = "job"
+
     status = serializers.ChoiceField(choices=JOB_STATUS_CHOICES, required=False)
     queue = serializers.CharField(required=False, max_length=100)
     handler = serializers.CharField(required=False, max_length=200)
@@ -33,13 +61,6 @@ class BulkJobsIn(StrictSerializer):
     created_after = serializers.DateTimeField(required=False)
     created_before = serializers.DateTimeField(required=False)
     dry_run = serializers.BooleanField(required=False, default=False)
-
-    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
-        if not any(key in data for key in FILTER_KEYS):
-            raise serializers.ValidationError(
-                {"": [f"give at least one filter ({', '.join(FILTER_KEYS)}): an empty filter would match every job"]}
-            )
-        return data
 
 
 @extend_schema_serializer(component_name="BulkOutcome")
@@ -60,12 +81,7 @@ class _BulkJobsView(OperatorJobView):
     operation = staticmethod(job_bulk_cancel)
 
     def post(self, request: Request) -> Response:
-        query = self.parse_filters()
-        body = BulkJobsIn(data=request.data if request.data is not None else {})
-        if not body.is_valid():
-            raise InvalidInput([{"field": k, "message": str(m[0])} for k, m in body.errors.items()])
-        data = dict(body.validated_data)
-        dry_run = bool(data.pop("dry_run", False) or query.get("dry_run", False))
+        data, dry_run = bulk_request(BulkJobsIn, request, self.parse_filters())
         if "account" in data:
             data["account_id"] = self.account_filter(data.pop("account"))
         return bulk_answer(type(self).operation(dry_run=dry_run, **data))

@@ -37,34 +37,29 @@ class JobConflict(Exception):
     """The job cannot be changed as asked (the API answers 409)."""
 
 
-def _locked(job_id: UUID | str, account_id: int | None) -> Job:
-    """The job, locked; another account's job is not found, exactly as a missing one."""
+def _one(query: QuerySet[Job], job_id: UUID | str, account_id: int | None) -> Job:
+    """The job of `query` by id; with `account_id`, another account's job is not found, exactly as a missing
+    one (and so is an id that is no UUID)."""
     try:
         pk = job_id if isinstance(job_id, UUID) else UUID(str(job_id))
     except ValueError:
         raise JobNotFound(job_id) from None
-    query = Job.objects.select_for_update()
     if account_id is not None:
         query = query.filter(account_id=account_id)
     try:
         return query.get(pk=pk)
     except Job.DoesNotExist:
         raise JobNotFound(job_id) from None
+
+
+def _locked(job_id: UUID | str, account_id: int | None) -> Job:
+    """The job, locked until the transaction ends."""
+    return _one(Job.objects.select_for_update(), job_id, account_id)
 
 
 def job_get(*, job_id: UUID | str, account_id: int | None = None) -> Job:
     """One job; with `account_id`, another account's job is not found, exactly as a missing one."""
-    try:
-        pk = job_id if isinstance(job_id, UUID) else UUID(str(job_id))
-    except ValueError:
-        raise JobNotFound(job_id) from None
-    query = Job.objects.select_related("account")
-    if account_id is not None:
-        query = query.filter(account_id=account_id)
-    try:
-        return query.get(pk=pk)
-    except Job.DoesNotExist:
-        raise JobNotFound(job_id) from None
+    return _one(Job.objects.select_related("account"), job_id, account_id)
 
 
 @transaction.atomic

@@ -6,24 +6,24 @@ The filter is the body (status, workflow, contact, created_after, created_before
 
 from __future__ import annotations
 
-from typing import Any
-
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from api.problems import InvalidInput
-from api.serializers import StrictSerializer
-from jobs.api.bulk import DRY_RUN, BulkOut, bulk_answer
+from jobs.api.bulk import DRY_RUN, BulkFilterIn, BulkOut, bulk_answer, bulk_request
 from workflows.api.serializers import EXECUTION_STATUS_CHOICES
 from workflows.api.views import ExecutionView
 from workflows.application.bulk_runs import runs_bulk_move
+from workflows.domain.execution import OPERATOR_MOVES
 
 FILTER_KEYS = ("status", "workflow", "contact", "created_after", "created_before")
 
 
-class BulkRunsIn(StrictSerializer):
+class BulkRunsIn(BulkFilterIn):
+    filter_keys = FILTER_KEYS
+    rows = "run"
+
     status = serializers.ChoiceField(choices=EXECUTION_STATUS_CHOICES, required=False)
     workflow = serializers.IntegerField(required=False, min_value=1, max_value=10**18 - 1)
     contact = serializers.IntegerField(required=False, min_value=1, max_value=10**18 - 1)
@@ -31,24 +31,13 @@ class BulkRunsIn(StrictSerializer):
     created_before = serializers.DateTimeField(required=False)
     dry_run = serializers.BooleanField(required=False, default=False)
 
-    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
-        if not any(key in data for key in FILTER_KEYS):
-            raise serializers.ValidationError(
-                {"": [f"give at least one filter ({', '.join(FILTER_KEYS)}): an empty filter would match every run"]}
-            )
-        return data
-
 
 class BulkRunsView(ExecutionView):
     filters = DRY_RUN
     operation = ""
 
     def post(self, request: Request) -> Response:
-        query = self.parse_filters()
-        body = BulkRunsIn(data=request.data if request.data is not None else {})
-        if not body.is_valid():
-            raise InvalidInput([{"field": k, "message": str(m[0])} for k, m in body.errors.items()])
-        data = dict(body.validated_data)
+        data, dry_run = bulk_request(BulkRunsIn, request, self.parse_filters())
         outcome = runs_bulk_move(
             account_id=self.account_id,
             operation=self.operation,
@@ -57,12 +46,15 @@ class BulkRunsView(ExecutionView):
             contact_id=data.get("contact"),
             created_after=data.get("created_after"),
             created_before=data.get("created_before"),
-            dry_run=bool(data.get("dry_run") or query.get("dry_run", False)),
+            dry_run=dry_run,
         )
         return bulk_answer(outcome)
 
 
-def _bulk_view(operation: str, allowed: str) -> type[BulkRunsView]:
+def _bulk_view(operation: str) -> type[BulkRunsView]:
+    *others, last = sorted(OPERATOR_MOVES[operation])  # the domain's rule, which the moves count by
+    allowed = f"{', '.join(others)} or {last}" if others else last
+
     def post(self, request: Request) -> Response:  # its own function: its own schema
         return BulkRunsView.post(self, request)
 
@@ -77,7 +69,7 @@ def _bulk_view(operation: str, allowed: str) -> type[BulkRunsView]:
     return type(f"BulkRuns{operation.title()}View", (BulkRunsView,), {"operation": operation, "post": decorated})
 
 
-BulkRunsPauseView = _bulk_view("pause", "queued, active or waiting")
-BulkRunsResumeView = _bulk_view("resume", "paused")
-BulkRunsCancelView = _bulk_view("cancel", "not yet ended")
-BulkRunsRetryView = _bulk_view("retry", "failed")
+BulkRunsPauseView = _bulk_view("pause")
+BulkRunsResumeView = _bulk_view("resume")
+BulkRunsCancelView = _bulk_view("cancel")
+BulkRunsRetryView = _bulk_view("retry")

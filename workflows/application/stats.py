@@ -134,10 +134,17 @@ class Dashboard:
     workers: list[str] = field(default_factory=list)
 
 
-def _series(query, *, trunc, start: datetime, step: timedelta, periods: int, statuses: list[str]) -> Series:
+def _series(runs, *, trunc, start: datetime, step: timedelta, periods: int) -> Series:
+    """Runs started from `start` on, counted per period of `step` (truncated by `trunc`) and status."""
     buckets = [start + step * i for i in range(periods)]
-    by_status = {status: [0] * periods for status in statuses}
-    rows = query.annotate(period=trunc("created_at")).order_by().values("period", "status").annotate(n=Count("id"))
+    by_status = {status: [0] * periods for status in RUN_STATUSES}
+    rows = (
+        runs.filter(created_at__gte=start)
+        .annotate(period=trunc("created_at"))
+        .order_by()
+        .values("period", "status")
+        .annotate(n=Count("id"))
+    )
     for row in rows:
         period = row["period"]
         if period is None or row["status"] not in by_status:
@@ -161,22 +168,8 @@ def dashboard(
         accounts = accounts.filter(pk__in=account_ids)
     hour = now.replace(minute=0, second=0, microsecond=0)
     day = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    per_hour = _series(
-        runs.filter(created_at__gte=hour - timedelta(hours=23)),
-        trunc=TruncHour,
-        start=hour - timedelta(hours=23),
-        step=timedelta(hours=1),
-        periods=24,
-        statuses=RUN_STATUSES,
-    )
-    per_day = _series(
-        runs.filter(created_at__gte=day - timedelta(days=29)),
-        trunc=TruncDay,
-        start=day - timedelta(days=29),
-        step=timedelta(days=1),
-        periods=30,
-        statuses=RUN_STATUSES,
-    )
+    per_hour = _series(runs, trunc=TruncHour, start=hour - timedelta(hours=23), step=timedelta(hours=1), periods=24)
+    per_day = _series(runs, trunc=TruncDay, start=day - timedelta(days=29), step=timedelta(days=1), periods=30)
     since = now - timedelta(hours=window_hours)
     queue = queue_overview(account_ids=job_account_ids, since=since)
     finished_runs = (
