@@ -11,7 +11,15 @@ from accounts.domain.roles import Permission
 from jobs.application.operations import JobConflict, job_cancel, job_retry
 from jobs.application.schedules import schedule_problems
 from jobs.domain.schedule import next_tick
-from jobs.domain.states import IllegalJobTransition
+from jobs.domain.states import (
+    ATTEMPTS_EXHAUSTED,
+    EXPIRED,
+    EXPIRED_ERROR_PREFIX,
+    PERMANENT,
+    IllegalJobTransition,
+    JobStatus,
+    dead_letter_reason,
+)
 from jobs.infrastructure.clock import database_now
 from jobs.infrastructure.models import Job, Schedule
 from kernel.failures import stored_error
@@ -19,6 +27,26 @@ from kernel.failures import stored_error
 # What a job carries, as links from its page: other apps append a function job -> [(label, url)], so the
 # queue links to (say) the workflow run a step's job moves without knowing workflows.
 job_links: list[Callable[[Job], list[tuple[str, str]]]] = []
+
+
+class DeadLetterReasonFilter(admin.SimpleListFilter):
+    """Dead letters by why they gave up (jobs.domain.states.dead_letter_reason)."""
+
+    title = "dead letter reason"
+    parameter_name = "dead_letter_reason"
+
+    def lookups(self, request, model_admin):
+        return [(EXPIRED, "expired"), (ATTEMPTS_EXHAUSTED, "attempts exhausted"), (PERMANENT, "permanent")]
+
+    def queryset(self, request, queryset):
+        expired = {"status": JobStatus.DEAD, "error_message__startswith": EXPIRED_ERROR_PREFIX}
+        if self.value() == EXPIRED:
+            return queryset.filter(**expired)
+        if self.value() == ATTEMPTS_EXHAUSTED:
+            return queryset.filter(status=JobStatus.DEAD).exclude(error_message__startswith=EXPIRED_ERROR_PREFIX)
+        if self.value() == PERMANENT:
+            return queryset.filter(status=JobStatus.FAILED)
+        return queryset
 
 
 @admin.register(Job)
@@ -31,14 +59,16 @@ class JobAdmin(AccountScopedAdmin):  # jobs of no account (system jobs) are the 
         "handler",
         "queue",
         "status",
+        "dead_letter_reason",
         "priority",
         "attempt_number",
         "max_attempts",
         "run_at",
+        "expires_at",
         "account",
         "created_at",
     )
-    list_filter = ("status", "queue", "handler")
+    list_filter = ("status", DeadLetterReasonFilter, "queue", "handler")
     search_fields = ("=id", "handler", "unique_key", "error_message", "worker_id")
     ordering = ("-created_at",)
     date_hierarchy = "created_at"
@@ -50,6 +80,7 @@ class JobAdmin(AccountScopedAdmin):  # jobs of no account (system jobs) are the 
     def get_fields(self, request, obj=None):
         # The error as the stored-error rule shows it, whatever the row holds (written before a rule, or by SQL).
         fields = ["carries", *[f.name if f.name != "error_message" else "last_error" for f in Job._meta.fields]]
+        fields.insert(fields.index("status") + 1, "dead_letter_reason")
         if not request.user.is_superuser:
             fields.remove("payload")  # payloads (and what handlers kept) may carry personal data
             fields.remove("result")
@@ -61,6 +92,10 @@ class JobAdmin(AccountScopedAdmin):  # jobs of no account (system jobs) are the 
         if not links:
             return "—"
         return format_html_join(", ", '<a href="{1}">{0}</a>', links)
+
+    @admin.display(description="dead letter reason")
+    def dead_letter_reason(self, obj: Job) -> str:
+        return dead_letter_reason(obj.status, obj.error_message) or "-"
 
     @admin.display(description="last error")
     def last_error(self, obj: Job) -> str:

@@ -7,7 +7,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
-from jobs.domain.states import DUE_STATES, JobStatus
+from jobs.domain.states import DEAD_LETTER_REASONS, DUE_STATES, JobStatus, dead_letter_reason
 from jobs.infrastructure.models import Job
 from kernel.failures import stored_error
 
@@ -34,6 +34,18 @@ class LastErrorField(serializers.Field):
         return stored_error(value) or None
 
 
+@extend_schema_field({"type": "string", "enum": list(DEAD_LETTER_REASONS), "nullable": True})
+class DeadLetterReasonField(serializers.Field):
+    """Why a dead letter gave up: expired (never started before its deadline), attempts_exhausted or
+    permanent; null for a job that is not a dead letter."""
+
+    def __init__(self, **kwargs):
+        super().__init__(source="*", read_only=True, allow_null=True, **kwargs)
+
+    def to_representation(self, job: Job):
+        return dead_letter_reason(job.status, job.error_message)
+
+
 JOB_STATUS_CHOICES = [s.value for s in JobStatus]  # named JobStatusEnum in the schema (ENUM_NAME_OVERRIDES)
 
 
@@ -42,6 +54,9 @@ class JobOut(serializers.ModelSerializer):
     status = serializers.ChoiceField(choices=JOB_STATUS_CHOICES, read_only=True)
     next_attempt_at = NextAttemptField(help_text="When the next attempt is due (pending or retrying), else null.")
     last_error = LastErrorField(help_text="The latest error, `Type: message`, or null.")
+    dead_letter_reason = DeadLetterReasonField(
+        help_text="For a dead or failed job: expired, attempts_exhausted or permanent; else null."
+    )
 
     class Meta:
         model = Job
@@ -59,6 +74,8 @@ class JobOut(serializers.ModelSerializer):
             "started_at",
             "completed_at",
             "failed_at",
+            "expires_at",
+            "dead_letter_reason",
         ]
         read_only_fields = fields
 
@@ -95,6 +112,13 @@ class JobCountsOut(serializers.Serializer):
     cancelled = serializers.IntegerField()
 
 
+@extend_schema_serializer(component_name="DeadLetterCounts")
+class DeadLetterCountsOut(serializers.Serializer):
+    expired = serializers.IntegerField(help_text="Dead: not started before its deadline (never ran).")
+    attempts_exhausted = serializers.IntegerField(help_text="Dead: every allowed attempt failed or was lost.")
+    permanent = serializers.IntegerField(help_text="Failed: an error retrying would not help.")
+
+
 @extend_schema_serializer(component_name="RunCounts")
 class RunCountsOut(serializers.Serializer):
     queued = serializers.IntegerField()
@@ -116,6 +140,7 @@ class JobStatsOut(serializers.Serializer):
     failed = serializers.IntegerField(source="counts.failed", help_text="= counts.failed")
     retrying = serializers.IntegerField(source="counts.retrying", help_text="= counts.retrying")
     dead = serializers.IntegerField(source="counts.dead", help_text="= counts.dead")
+    dead_letters = DeadLetterCountsOut(help_text="Dead and failed jobs by why they gave up.")
     runs = RunCountsOut(help_text="Workflow runs per status (of the account, with ?account=).")
     failure_rate = serializers.FloatField(
         allow_null=True, help_text="(failed + dead) / (completed + failed + dead); null before any job finished."

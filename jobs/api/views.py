@@ -82,6 +82,7 @@ class OperatorJobStatsView(OperatorJobView):
                     "failure_rate": stats.failure_rate,
                     "avg_duration_seconds": stats.avg_duration_seconds,
                     "runs": stats.sections.get("runs", {}),
+                    "dead_letters": stats.dead_letters,
                 }
             ).data
         )

@@ -51,6 +51,7 @@ COUNT_TIMEOUT_SECONDS = 10.0  # a gauge's count that takes longer publishes noth
 
 ATTEMPTS = "relay_jobs_attempts_total"
 LEASE_EXPIRIES = "relay_jobs_lease_expiries_total"
+EXPIRED_JOBS = "relay_jobs_expired_total"
 PICKUP_LATENCY = "relay_jobs_pickup_latency_seconds"
 PICKUP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
@@ -103,6 +104,7 @@ ATTEMPT_SUCCEEDED = (ATTEMPTS, labels_key(outcome="succeeded"))
 ATTEMPT_RETRIED = (ATTEMPTS, labels_key(outcome="retried"))
 ATTEMPT_DEAD_LETTERED = (ATTEMPTS, labels_key(outcome="dead_lettered"))
 LEASE_EXPIRED = (LEASE_EXPIRIES, "")
+JOB_EXPIRED = (EXPIRED_JOBS, "")
 
 # --- the process's own counts ---------------------------------------------------------------------------
 
@@ -321,6 +323,9 @@ register_counter(
     ATTEMPTS, "Attempts the workers recorded, by outcome (succeeded, retried, dead_lettered).", ("outcome",)
 )
 register_counter(LEASE_EXPIRIES, "Jobs whose lease passed (their worker died) and that were rescued.")
+register_counter(
+    EXPIRED_JOBS, "Jobs dead-lettered as expired: not started before their deadline (no attempt was made)."
+)
 register_gauge(
     "relay_jobs_due",
     "Jobs a worker could claim now (pending or retrying, due).",

@@ -16,9 +16,13 @@ from django.utils import timezone
 
 from jobs.application.metrics import dead_letter_count, due_summary, running_jobs_by_account
 from jobs.domain.states import (
+    ATTEMPTS_EXHAUSTED,
     CANCELLABLE,
     DEAD_LETTERS,
+    EXPIRED,
+    EXPIRED_ERROR_PREFIX,
     MANUALLY_RETRYABLE,
+    PERMANENT,
     JobStatus,
     check_cancel,
     check_manual_retry,
@@ -64,16 +68,20 @@ def job_get(*, job_id: UUID | str, account_id: int | None = None) -> Job:
 
 @transaction.atomic
 def job_retry(*, job_id: UUID | str, account_id: int | None = None) -> Job:
-    """Dead, failed or retrying -> pending now, attempts reset to 0."""
+    """Dead, failed or retrying -> pending now, attempts reset to 0, any deadline dropped.
+
+    The operator asks for the work now: an expired job's deadline would only expire it again.
+    """
     job = _locked(job_id, account_id)
     check_manual_retry(job.status)
     job.status = JobStatus.PENDING
     job.attempt_number = 0
     job.run_at = timezone.now()
     job.lease_expires_at = None
+    job.expires_at = None
     try:
         with transaction.atomic():
-            job.save(update_fields=["status", "attempt_number", "run_at", "lease_expires_at"])
+            job.save(update_fields=["status", "attempt_number", "run_at", "lease_expires_at", "expires_at"])
     except IntegrityError:
         raise JobConflict(f"another unfinished job already holds unique key {job.unique_key!r}") from None
     get_store().notify(Counter([job.queue]))
@@ -108,6 +116,9 @@ class JobStats:
     failure_rate: float | None  # jobs.domain.states.failure_rate of every job stored
     avg_duration_seconds: float | None  # of completed jobs
     sections: dict[str, dict[str, int]] = field(default_factory=dict)  # other apps' counts (workflows: "runs")
+    # Dead letters by why they gave up (jobs.domain.states.dead_letter_reason): expired, attempts_exhausted,
+    # permanent; they add up to counts["dead"] + counts["failed"].
+    dead_letters: dict[str, int] = field(default_factory=dict)
 
 
 StatsSection = Callable[[int | None], dict[str, int]]  # account id (None: all) -> counts
@@ -135,7 +146,9 @@ def job_stats(*, account_id: int | None = None) -> JobStats:
         .aggregate(avg=Avg(duration))["avg"]
     )
     sections = {name: counts_of(account_id) for name, counts_of in _stats_sections.items()}
-    return JobStats(counts, rate, avg.total_seconds() if avg is not None else None, sections)
+    expired = query.filter(status=JobStatus.DEAD, error_message__startswith=EXPIRED_ERROR_PREFIX).count()
+    dead_letters = {EXPIRED: expired, ATTEMPTS_EXHAUSTED: counts["dead"] - expired, PERMANENT: counts["failed"]}
+    return JobStats(counts, rate, avg.total_seconds() if avg is not None else None, sections, dead_letters)
 
 
 def job_list(
@@ -340,7 +353,13 @@ def job_bulk_retry(*, dry_run: bool = False, batch_size: int = BULK_BATCH, **fil
         if dry_run:
             changed += len(allowed)
             continue
-        retry = {"status": JobStatus.PENDING, "attempt_number": 0, "run_at": Now(), "lease_expires_at": None}
+        retry = {
+            "status": JobStatus.PENDING,
+            "attempt_number": 0,
+            "run_at": Now(),
+            "lease_expires_at": None,
+            "expires_at": None,  # an operator's retry asks for the work whatever its deadline was
+        }
         eligible = Job.objects.filter(pk__in=allowed, status__in=sorted(MANUALLY_RETRYABLE))
         try:
             with transaction.atomic():

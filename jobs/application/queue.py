@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -49,6 +49,8 @@ class JobSpec:
     unique_key: str | None = None
     max_attempts: int | None = None
     created_by: Any = None  # a user or its id
+    expires_at: datetime | None = None  # the deadline to start by; past it the job is dead-lettered as expired
+    expires_in: timedelta | float | None = None  # the same, as seconds from the enqueue (the database's clock)
 
 
 def enqueue(
@@ -62,9 +64,15 @@ def enqueue(
     unique_key: str | None = None,
     max_attempts: int | None = None,
     created_by: Any = None,
+    expires_at: datetime | None = None,
+    expires_in: timedelta | float | None = None,
     using: str = "default",
 ) -> Job:
-    """Queue one job and return it; with a `unique_key` an unfinished job already holds, return that job."""
+    """Queue one job and return it; with a `unique_key` an unfinished job already holds, return that job.
+
+    `expires_at` (or `expires_in`, seconds or a timedelta from now) is a deadline: a job not started by then
+    is dead-lettered with the reason "expired" and never runs.
+    """
     spec = JobSpec(
         handler=handler,
         payload=payload if payload is not None else {},
@@ -75,6 +83,8 @@ def enqueue(
         unique_key=unique_key,
         max_attempts=max_attempts,
         created_by=created_by,
+        expires_at=expires_at,
+        expires_in=expires_in,
     )
     new = prepare_job(spec)
     holder = get_store(using).insert([new])[new.id]
@@ -125,6 +135,7 @@ def prepare_job(spec: JobSpec) -> NewJob:
         raise InvalidJob("max_attempts", "must be a whole number of at least 1")
     if spec.unique_key is not None and (not isinstance(spec.unique_key, str) or not 0 < len(spec.unique_key) <= 200):
         raise InvalidJob("unique_key", "must be a string of 1 to 200 characters")
+    expires_at, expires_in = _deadline(spec)
     return NewJob(
         id=uuid7(),
         queue=spec.queue,
@@ -136,7 +147,41 @@ def prepare_job(spec: JobSpec) -> NewJob:
         account_id=_pk(spec.account),
         created_by_id=_pk(spec.created_by),
         unique_key=spec.unique_key,
+        expires_at=expires_at,
+        expires_in=expires_in,
     )
+
+
+def _deadline(spec: JobSpec) -> tuple[datetime | None, float | None]:
+    """The job's deadline as (expires_at, expires_in seconds), checked; at most one of them is set.
+
+    A deadline already past, or not after the job's own due time, could only dead-letter the job: refused.
+    expires_in stays relative so the database's clock turns it into a time, as it does for run_at.
+    """
+    if spec.expires_at is not None and spec.expires_in is not None:
+        raise InvalidJob("expires_in", "give expires_at or expires_in, not both")
+    if spec.expires_at is not None:
+        if not isinstance(spec.expires_at, datetime) or timezone.is_naive(spec.expires_at):
+            raise InvalidJob("expires_at", "must be a timezone-aware datetime")
+        if spec.expires_at <= timezone.now():
+            raise InvalidJob("expires_at", "is in the past: a job must be able to start before its deadline")
+        if spec.run_at is not None and spec.expires_at <= spec.run_at:
+            raise InvalidJob("expires_at", "must be after run_at: the job could never start")
+        return spec.expires_at, None
+    if spec.expires_in is not None:
+        seconds = spec.expires_in.total_seconds() if isinstance(spec.expires_in, timedelta) else spec.expires_in
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds != seconds:
+            raise InvalidJob("expires_in", "must be a number of seconds or a timedelta")
+        if seconds <= 0:
+            raise InvalidJob(
+                "expires_in", "must be more than 0 seconds: a job must be able to start before its deadline"
+            )
+        if seconds > 3650 * 86400:
+            raise InvalidJob("expires_in", "must be at most 3650 days")
+        if spec.run_at is not None and spec.run_at >= timezone.now() + timedelta(seconds=seconds):
+            raise InvalidJob("expires_in", "must end after run_at: the job could never start")
+        return None, float(seconds)
+    return None, None
 
 
 def _pk(value: Any) -> int | None:
@@ -166,6 +211,7 @@ def _unsaved_view(row: NewJob, using: str) -> Job:
         account_id=row.account_id,
         created_by_id=row.created_by_id,
         unique_key=row.unique_key,
+        expires_at=row.expires_at or (now + timedelta(seconds=row.expires_in) if row.expires_in else None),
     )
     job._state.adding = False
     job._state.db = using

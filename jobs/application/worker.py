@@ -399,6 +399,7 @@ class Worker:
                 if store is None:
                     store = self._private_store(statement_seconds=QUEUE_STATEMENT_TIMEOUT, lock_seconds=2)
                 self.rescue_expired(store)
+                self.expire_overdue(store)
                 fire_due_schedules(using=self.using)
                 metrics.flush_if_due(self.using)
                 metrics.refresh_gauges(
@@ -439,6 +440,16 @@ class Worker:
         if dead:
             for job_id, handler, payload, error in store.describe(dead):
                 self._dead_letter(DeadLetter(job_id, handler, payload, JobStatus.DEAD.value, error))
+
+    def expire_overdue(self, store: JobStore) -> None:
+        """Dead-letter waiting jobs past their deadline (the claim never starts them); tell their hooks."""
+        expired = store.expire_overdue()
+        if not expired:
+            return
+        metrics.count(metrics.JOB_EXPIRED, len(expired))
+        for job_id, handler, payload, error in store.describe(expired):
+            log.warning("job %s expired before it started; dead-lettered", job_id)
+            self._dead_letter(DeadLetter(job_id, handler, payload, JobStatus.DEAD.value, error))
 
     def _dead_letter(self, letter: DeadLetter) -> None:
         """Tell the handler's dead-letter hook, if it has one, on this thread's ordinary connection.

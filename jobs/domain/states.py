@@ -1,5 +1,6 @@
 """The job's life: seven states and the one table of moves between them."""
 
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from kernel.failures import JobError
@@ -69,6 +70,42 @@ class JobCancelled(JobError):
 
 class LeaseExpired(JobError):
     """Stands for a worker that died holding the job (the stored error says `LeaseExpired: ...`)."""
+
+
+class JobExpired(JobError):
+    """Stands for a job that was not started before its deadline (`expires_at`): dead-lettered, never run."""
+
+
+# Why a dead letter gave up, as the API, the admin and the stats name it. The queue writes an expired job's
+# error itself (`JobExpired: ...`), so the prefix is the queue's own mark, not a handler's.
+EXPIRED = "expired"
+ATTEMPTS_EXHAUSTED = "attempts_exhausted"
+PERMANENT = "permanent"
+DEAD_LETTER_REASONS = (EXPIRED, ATTEMPTS_EXHAUSTED, PERMANENT)
+EXPIRED_ERROR_PREFIX = f"{JobExpired.__name__}:"
+
+
+def dead_letter_reason(status: JobStatus | str, error_message: str) -> str | None:
+    """expired, attempts_exhausted or permanent for a dead letter; None for any other job."""
+    if status == JobStatus.FAILED:
+        return PERMANENT
+    if status == JobStatus.DEAD:
+        return EXPIRED if (error_message or "").startswith(EXPIRED_ERROR_PREFIX) else ATTEMPTS_EXHAUSTED
+    return None
+
+
+def pushed_expiry(expires_at: datetime | None, run_at: datetime, next_run_at: datetime) -> datetime | None:
+    """The deadline after a retry the queue planned: the retry gets the window the job had after its due time.
+
+    A job due at `run_at` with a deadline `expires_at` had `expires_at - run_at` to be started; its retry due at
+    `next_run_at` gets the same (at least a second), so a long backoff never expires a job before its retry
+    can run. The deadline never moves earlier. PostgreSQL's FAIL statement (jobs.infrastructure.store) is
+    this rule in SQL.
+    """
+    if expires_at is None:
+        return None
+    window = max(expires_at - run_at, timedelta(seconds=1))
+    return max(expires_at, next_run_at + window)
 
 
 class IllegalJobTransition(Exception):

@@ -37,6 +37,9 @@ class Job(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, db_index=False
     )
     unique_key = models.CharField(max_length=200, null=True, blank=True)
+    # The deadline to start by (enqueue's expires_at / expires_in); a due job past it is dead-lettered as
+    # expired and never runs. A retry the queue plans moves it (jobs.domain.states.pushed_expiry).
+    expires_at = models.DateTimeField(null=True, blank=True)
     # What a handler chose to keep (Django tasks: the return value, each attempt's error and worker).
     result = models.JSONField(null=True, blank=True)
 
@@ -51,6 +54,8 @@ class Job(models.Model):
             models.Index(fields=["account"], condition=Q(status=JobStatus.RUNNING), name="job_running"),
             models.Index(fields=["account", "-created_at"], name="job_account_created"),
             models.Index(fields=["-created_at"], name="job_created"),
+            # The expiry sweep: waiting jobs that have a deadline (few), in deadline order.
+            models.Index(fields=["expires_at"], condition=_DUE & Q(expires_at__isnull=False), name="job_due_expiry"),
         ]
         constraints = [
             # An unfinished job holds its key; enqueueing the key again returns it.

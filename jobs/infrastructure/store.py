@@ -36,6 +36,8 @@ from django.db import connections
 from django.db.utils import load_backend
 from django.utils import timezone
 
+from jobs.domain.states import pushed_expiry
+
 NOTIFY_CHANNEL = "relay_jobs"
 
 
@@ -51,6 +53,8 @@ class NewJob:
     account_id: int | None
     created_by_id: int | None
     unique_key: str | None
+    expires_at: datetime | None = None  # the deadline to start by
+    expires_in: float | None = None  # or: seconds from the insert, by the database's clock
 
 
 @dataclass(slots=True)
@@ -140,6 +144,10 @@ class JobStore:
         """Put running jobs back to pending without counting the attempt (due after `delay` seconds)."""
         raise NotImplementedError
 
+    def expire_overdue(self, limit: int = 1000) -> list[UUID]:
+        """Dead-letter waiting jobs past their deadline (never started), on the database's clock; their ids."""
+        raise NotImplementedError
+
     def rescue_expired(self) -> list[tuple[UUID, str, str]]:
         """Jobs whose lease passed (their worker died): pending again, the attempt counted; dead on the last."""
         raise NotImplementedError
@@ -195,14 +203,15 @@ class PostgresJobStore(JobStore):
         WITH ins AS (
             INSERT INTO jobs_job (id, queue, handler, payload, status, priority, run_at, created_at,
                                   attempt_number, max_attempts, account_id, created_by_id, unique_key,
-                                  error_message, worker_id)
+                                  error_message, worker_id, expires_at)
             SELECT n.id, n.queue, n.handler, n.payload, 'pending', n.priority,
                    coalesce(n.run_at, statement_timestamp()), statement_timestamp(), 0, n.max_attempts,
-                   n.account_id, n.created_by_id, n.unique_key, '', ''
+                   n.account_id, n.created_by_id, n.unique_key, '', '',
+                   coalesce(n.expires_at, statement_timestamp() + make_interval(secs => n.expires_in))
             FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::jsonb[], %s::int[], %s::timestamptz[],
-                        %s::int[], %s::bigint[], %s::int[], %s::text[])
+                        %s::int[], %s::bigint[], %s::int[], %s::text[], %s::timestamptz[], %s::float8[])
                  AS n(id, queue, handler, payload, priority, run_at, max_attempts, account_id,
-                      created_by_id, unique_key)
+                      created_by_id, unique_key, expires_at, expires_in)
             ON CONFLICT (unique_key) WHERE status IN ('pending', 'retrying', 'running') DO NOTHING
             RETURNING id, queue, run_at
         ),
@@ -218,9 +227,10 @@ class PostgresJobStore(JobStore):
         WITH ins AS (
             INSERT INTO jobs_job (id, queue, handler, payload, status, priority, run_at, created_at,
                                   attempt_number, max_attempts, account_id, created_by_id, unique_key,
-                                  error_message, worker_id)
+                                  error_message, worker_id, expires_at)
             VALUES (%s, %s, %s, %s::jsonb, 'pending', %s, coalesce(%s::timestamptz, statement_timestamp()),
-                    statement_timestamp(), 0, %s, %s, %s, %s, '', '')
+                    statement_timestamp(), 0, %s, %s, %s, %s, '', '',
+                    coalesce(%s::timestamptz, statement_timestamp() + make_interval(secs => %s::float8)))
             ON CONFLICT (unique_key) WHERE status IN ('pending', 'retrying', 'running') DO NOTHING
             RETURNING id, queue, run_at
         ),
@@ -256,10 +266,11 @@ class PostgresJobStore(JobStore):
         ins AS (
             INSERT INTO jobs_job (id, queue, handler, payload, status, priority, run_at, created_at,
                                   attempt_number, max_attempts, account_id, created_by_id, unique_key,
-                                  error_message, worker_id)
+                                  error_message, worker_id, expires_at)
             SELECT %s::uuid, %s::text, %s::text, %s::jsonb, 'pending', %s::int,
                    coalesce(%s::timestamptz, statement_timestamp()), statement_timestamp(), 0, %s::int,
-                   %s::bigint, %s::int, %s::text, '', ''
+                   %s::bigint, %s::int, %s::text, '', '',
+                   coalesce(%s::timestamptz, statement_timestamp() + make_interval(secs => %s::float8))
             WHERE EXISTS (SELECT 1 FROM done)
             ON CONFLICT (unique_key) WHERE status IN ('pending', 'retrying', 'running') DO NOTHING
             RETURNING id
@@ -283,13 +294,15 @@ class PostgresJobStore(JobStore):
         ins AS (
             INSERT INTO jobs_job (id, queue, handler, payload, status, priority, run_at, created_at,
                                   attempt_number, max_attempts, account_id, created_by_id, unique_key,
-                                  error_message, worker_id)
+                                  error_message, worker_id, expires_at)
             SELECT n.id, n.queue, n.handler, n.payload::jsonb, 'pending', n.priority,
                    coalesce(n.run_at, statement_timestamp()), statement_timestamp(), 0, n.max_attempts,
-                   n.account_id, n.created_by_id, n.unique_key, '', ''
+                   n.account_id, n.created_by_id, n.unique_key, '', '',
+                   coalesce(n.expires_at, statement_timestamp() + make_interval(secs => n.expires_in))
             FROM jsonb_to_recordset(%s::jsonb)
                  AS n(id uuid, queue text, handler text, payload text, priority int, run_at timestamptz,
-                      max_attempts int, account_id bigint, created_by_id int, unique_key text)
+                      max_attempts int, account_id bigint, created_by_id int, unique_key text,
+                      expires_at timestamptz, expires_in float8)
             WHERE (SELECT count(*) FROM done) = %s
             ON CONFLICT (unique_key) WHERE status IN ('pending', 'retrying', 'running') DO NOTHING
             RETURNING id
@@ -309,13 +322,36 @@ class PostgresJobStore(JobStore):
 
     FAIL = """
         UPDATE jobs_job
-        SET status = %(status)s, error_message = %(error)s, failed_at = statement_timestamp(),
+        SET status = %(status)s::varchar, error_message = %(error)s, failed_at = statement_timestamp(),
             started_at = to_timestamp(%(started)s),
             run_at = CASE WHEN %(delay)s::float8 IS NULL THEN run_at
                           ELSE statement_timestamp() + make_interval(secs => %(delay)s::float8) END,
             retry_delay_seconds = coalesce(%(delay)s::float8, retry_delay_seconds),
-            lease_expires_at = NULL
+            lease_expires_at = NULL,
+            -- jobs.domain.states.pushed_expiry: a planned retry keeps the window the job had after its due time
+            expires_at = CASE WHEN expires_at IS NULL OR %(delay)s::float8 IS NULL OR %(status)s::varchar <> 'retrying'
+                              THEN expires_at
+                              ELSE greatest(expires_at, statement_timestamp() + make_interval(secs => %(delay)s::float8)
+                                                        + greatest(expires_at - run_at, interval '1 second')) END
         WHERE id = %(id)s AND attempt_number = %(attempt)s AND status = 'running' AND worker_id = %(worker)s
+    """
+
+    # Jobs past their deadline, never started (the claim skips them): dead letters with the reason "expired".
+    EXPIRE = """
+        WITH overdue AS (
+            SELECT id FROM jobs_job
+            WHERE status IN ('pending', 'retrying') AND expires_at IS NOT NULL AND expires_at <= clock_timestamp()
+            ORDER BY expires_at
+            LIMIT %s
+            FOR UPDATE SKIP LOCKED
+        )
+        UPDATE jobs_job j
+        SET status = 'dead', failed_at = clock_timestamp(), lease_expires_at = NULL,
+            error_message = 'JobExpired: not started before its deadline '
+                            || to_char(j.expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+        FROM overdue
+        WHERE j.id = overdue.id
+        RETURNING j.id
     """
 
     RELEASE = """
@@ -369,6 +405,8 @@ class PostgresJobStore(JobStore):
             j.account_id,
             j.created_by_id,
             j.unique_key,
+            j.expires_at,
+            j.expires_in,
         ]
 
     @staticmethod
@@ -385,6 +423,8 @@ class PostgresJobStore(JobStore):
             [j.account_id for j in jobs],
             [j.created_by_id for j in jobs],
             [j.unique_key for j in jobs],
+            [j.expires_at for j in jobs],
+            [j.expires_in for j in jobs],
         ]
 
     def insert(self, jobs: Sequence[NewJob]) -> dict[UUID, UUID]:
@@ -491,6 +531,8 @@ class PostgresJobStore(JobStore):
                         "account_id": j.account_id,
                         "created_by_id": j.created_by_id,
                         "unique_key": j.unique_key,
+                        "expires_at": j.expires_at.isoformat() if j.expires_at is not None else None,
+                        "expires_in": j.expires_in,
                     }
                     for j in jobs
                 ]
@@ -529,6 +571,9 @@ class PostgresJobStore(JobStore):
     def rescue_expired(self) -> list[tuple[UUID, str, str]]:
         return [(_uuid(i), s, q) for i, s, q, _ in self._rows(self.RESCUE, [])]
 
+    def expire_overdue(self, limit: int = 1000) -> list[UUID]:
+        return [_uuid(row[0]) for row in self._rows(self.EXPIRE, [limit])]
+
     def notify(self, queues: Counter[str]) -> None:
         """Wake idle workers; delivered when (and only if) the caller's transaction commits."""
         for queue, count in queues.items():
@@ -557,6 +602,7 @@ class SqliteJobStore(JobStore):
         candidates AS (
             SELECT j.id, j.account_id, j.priority, j.run_at FROM jobs_job j
             WHERE j.status IN ('pending', 'retrying') AND j.run_at <= %s {queue_filter}
+              AND (j.expires_at IS NULL OR j.expires_at > %s)
               AND NOT EXISTS (SELECT 1 FROM room WHERE room.account_id = j.account_id AND room.free <= 0)
             ORDER BY j.priority, j.run_at, j.id
             LIMIT %s
@@ -590,7 +636,8 @@ class SqliteJobStore(JobStore):
                 cursor.execute(
                     "INSERT INTO jobs_job (id, queue, handler, payload, status, priority, run_at, created_at,"
                     " attempt_number, max_attempts, account_id, created_by_id, unique_key, error_message,"
-                    " worker_id) VALUES (%s, %s, %s, %s, 'pending', %s, %s, %s, 0, %s, %s, %s, %s, '', '')"
+                    " worker_id, expires_at)"
+                    " VALUES (%s, %s, %s, %s, 'pending', %s, %s, %s, 0, %s, %s, %s, %s, '', '', %s)"
                     " ON CONFLICT (unique_key) WHERE status IN ('pending', 'retrying', 'running') DO NOTHING",
                     [
                         j.id.hex,
@@ -604,6 +651,7 @@ class SqliteJobStore(JobStore):
                         j.account_id,
                         j.created_by_id,
                         j.unique_key,
+                        self._expiry(j, now),
                     ],
                 )
                 if cursor.rowcount == 1:
@@ -617,6 +665,13 @@ class SqliteJobStore(JobStore):
                     result[j.id] = _uuid(cursor.fetchone()[0])
         return result
 
+    def _expiry(self, job: NewJob, now: datetime) -> str | None:
+        if job.expires_at is not None:
+            return self._ts(job.expires_at)
+        if job.expires_in is not None:
+            return self._ts(now + timedelta(seconds=job.expires_in))
+        return None
+
     def claim(self, worker_id, queues, limit, lease_seconds) -> list[ClaimedJob]:
         if self.connection.in_atomic_block:
             raise ClaimInsideTransaction("claim jobs outside any transaction")
@@ -629,7 +684,9 @@ class SqliteJobStore(JobStore):
             lease = self._ts(now + timedelta(seconds=lease_seconds))
             # Again while it finds jobs: an account capped at its limit is skipped by the next round.
             while len(rows) < limit:
-                found = self._rows(sql, [self._ts(now), *queues, limit - len(rows), self._ts(now), lease, worker_id])
+                found = self._rows(
+                    sql, [self._ts(now), *queues, self._ts(now), limit - len(rows), self._ts(now), lease, worker_id]
+                )
                 if not found:
                     break
                 rows.extend(found)
@@ -653,16 +710,49 @@ class SqliteJobStore(JobStore):
 
     def fail(self, worker_id, job_id, attempt_number, *, status, error, delay, started) -> bool:
         now = timezone.now()
-        run_at = None if delay is None else self._ts(now + timedelta(seconds=delay))
-        with self.connection.cursor() as cursor:
+        next_run = None if delay is None else now + timedelta(seconds=delay)
+        run_at = None if next_run is None else self._ts(next_run)
+        with self._transaction(), self.connection.cursor() as cursor:
+            expires_at = None
+            if next_run is not None and status == "retrying":
+                cursor.execute("SELECT expires_at, run_at FROM jobs_job WHERE id = %s", [job_id.hex])
+                row = cursor.fetchone()
+                if row is not None and row[0] is not None:
+                    parse = self.connection.ops.convert_datetimefield_value
+                    old_expiry, old_run = (parse(v, None, self.connection) for v in row)
+                    pushed = pushed_expiry(old_expiry, old_run, next_run)
+                    expires_at = self._ts(pushed) if pushed is not None else None
             cursor.execute(
                 "UPDATE jobs_job SET status = %s, error_message = %s, failed_at = %s, started_at = %s,"
                 " run_at = coalesce(%s, run_at), retry_delay_seconds = coalesce(%s, retry_delay_seconds),"
-                " lease_expires_at = NULL"
+                " lease_expires_at = NULL, expires_at = coalesce(%s, expires_at)"
                 " WHERE id = %s AND attempt_number = %s AND status = 'running' AND worker_id = %s",
-                [status, error, self._ts(now), self._ts(started), run_at, delay, job_id.hex, attempt_number, worker_id],
+                [
+                    status,
+                    error,
+                    self._ts(now),
+                    self._ts(started),
+                    run_at,
+                    delay,
+                    expires_at,
+                    job_id.hex,
+                    attempt_number,
+                    worker_id,
+                ],
             )
             return cursor.rowcount == 1
+
+    def expire_overdue(self, limit: int = 1000) -> list[UUID]:
+        now = self._ts(timezone.now())
+        rows = self._rows(
+            "UPDATE jobs_job SET status = 'dead', failed_at = %s, lease_expires_at = NULL,"
+            " error_message = 'JobExpired: not started before its deadline '"
+            " || strftime('%%Y-%%m-%%dT%%H:%%M:%%SZ', expires_at)"
+            " WHERE id IN (SELECT id FROM jobs_job WHERE status IN ('pending', 'retrying')"
+            " AND expires_at IS NOT NULL AND expires_at <= %s ORDER BY expires_at LIMIT %s) RETURNING id",
+            [now, now, limit],
+        )
+        return [_uuid(r[0]) for r in rows]
 
     def release(self, worker_id, job_ids=None, delay: float = 0.0) -> list[UUID]:
         if job_ids is not None and not job_ids:

@@ -11,6 +11,7 @@
 -- 3. In a lane: skip accounts already running max_concurrent_jobs jobs, take
 --    the oldest due jobs FOR UPDATE SKIP LOCKED, cap each account at its free
 --    slots, mark them running under a lease, count the attempt, return them.
+--    A job past its deadline (expires_at) is never started: the expiry sweep dead-letters it.
 --
 -- The lease starts after the lock was taken (clock_timestamp), so waiting
 -- behind another claimer never shortens it. A function, not a statement sent
@@ -49,6 +50,7 @@ BEGIN
             WHERE j.status IN ('pending', 'retrying')
               AND j.priority = v_lane
               AND j.run_at <= v_now
+              AND (j.expires_at IS NULL OR j.expires_at > v_now)  -- past its deadline: the sweep's, never run
               AND (p_queues IS NULL OR j.queue = ANY (p_queues))
               AND NOT EXISTS (SELECT 1 FROM room WHERE room.account_id = j.account_id AND room.free <= 0)
             ORDER BY j.run_at, j.id

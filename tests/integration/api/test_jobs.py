@@ -1,6 +1,7 @@
 """The jobs endpoints: the account's own jobs, and the operators' view across accounts."""
 
 import uuid
+from datetime import timedelta
 
 import pytest
 
@@ -43,6 +44,8 @@ def test_a_job_row_carries_what_an_owner_needs_and_never_the_payload(owner_api, 
         "started_at",
         "completed_at",
         "failed_at",
+        "expires_at",
+        "dead_letter_reason",
     }
     assert row["handler"] == "noop"
     assert row["status"] == "retrying"
@@ -330,3 +333,32 @@ def test_a_payload_canary_never_appears_in_any_jobs_response(owner_api, operator
         assert CANARY not in response.content.decode()
         assert "payload" not in response.content.decode()
     assert Job.objects.filter(payload__note=CANARY).count() == len(JobStatus)  # the canary was there to leak
+
+
+def test_an_expired_job_is_a_dead_letter_with_the_reason_expired_in_every_view(
+    owner_api, operator_api, account, make_job
+):
+    from jobs.infrastructure.clock import database_now
+    from jobs.infrastructure.store import get_store
+
+    expired = make_job(account=account, expires_at=database_now() - timedelta(seconds=1))
+    assert get_store().expire_overdue() == [expired.pk]
+    exhausted = make_job(account=account, status=JobStatus.DEAD)
+    pending = make_job(account=account)
+
+    rows = {row["id"]: row for row in owner_api.get("/api/v1/jobs").json()["results"]}
+    assert (rows[str(expired.pk)]["status"], rows[str(expired.pk)]["dead_letter_reason"]) == ("dead", "expired")
+    assert rows[str(expired.pk)]["last_error"].startswith("JobExpired: not started before its deadline")
+    assert rows[str(expired.pk)]["expires_at"] is not None
+    assert rows[str(exhausted.pk)]["dead_letter_reason"] == "attempts_exhausted"
+    assert rows[str(pending.pk)]["dead_letter_reason"] is None
+    detail = operator_api.get(f"/api/v1/admin/jobs/{expired.pk}").json()
+    assert (detail["status"], detail["dead_letter_reason"], detail["attempt_number"]) == ("dead", "expired", 0)
+    dead = operator_api.get("/api/v1/admin/jobs?status=dead").json()["results"]
+    assert {row["id"]: row["dead_letter_reason"] for row in dead} == {
+        str(expired.pk): "expired",
+        str(exhausted.pk): "attempts_exhausted",
+    }
+    stats = operator_api.get("/api/v1/admin/jobs/stats").json()
+    assert stats["dead"] == 2
+    assert stats["dead_letters"] == {"expired": 1, "attempts_exhausted": 1, "permanent": 0}

@@ -1,5 +1,6 @@
 """Every allowed and every forbidden move of the job state machine."""
 
+import datetime as dt
 import itertools
 
 import pytest
@@ -13,6 +14,7 @@ from jobs.domain.states import (
     check_cancel,
     check_manual_retry,
     failure_rate,
+    pushed_expiry,
     transition,
 )
 
@@ -87,3 +89,13 @@ def test_the_failure_rate_counts_failed_and_dead_against_everything_that_finishe
 def test_dead_letters_are_the_jobs_the_queue_gave_up_on():
     assert {JobStatus.DEAD, JobStatus.FAILED} == DEAD_LETTERS
     assert DEAD_LETTERS <= MANUALLY_RETRYABLE  # an operator may always retry a dead letter
+
+
+def test_the_pushed_deadline_rule():
+    t0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    minute = dt.timedelta(minutes=1)
+    assert pushed_expiry(None, t0, t0 + minute) is None
+    assert pushed_expiry(t0 + 5 * minute, t0, t0 + 60 * minute) == t0 + 65 * minute
+    assert pushed_expiry(t0 + 5 * minute, t0, t0 + dt.timedelta(seconds=1)) == t0 + 5 * minute + dt.timedelta(seconds=1)
+    assert pushed_expiry(t0 + 5 * minute, t0, t0 - minute) == t0 + 5 * minute  # never earlier
+    assert pushed_expiry(t0, t0, t0 + minute) == t0 + minute + dt.timedelta(seconds=1)  # at least a second
