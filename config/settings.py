@@ -215,6 +215,8 @@ WEBHOOK_RESPONSE_BODY_CHARS = env.int("WEBHOOK_RESPONSE_BODY_CHARS", default=409
 # host or host:port ([v6] or [v6]:port): the only targets let through despite a non-public address.
 WEBHOOK_ALLOWED_HOSTS = env.list("WEBHOOK_ALLOWED_HOSTS", default=[])
 # Inbound SMS keyword message ids are kept this long, so a replayed request changes nothing (DDD_NOTES).
+# Days an email's tracking links (opens, clicks) keep working; an older one answers 404 and records nothing.
+RELAY_TRACKING_MAX_AGE_DAYS = env.int("RELAY_TRACKING_MAX_AGE_DAYS", default=365)
 INBOUND_SMS_REPLAY_WINDOW_DAYS = env.int("INBOUND_SMS_REPLAY_WINDOW_DAYS", default=365)
 WEBHOOK_RETRY_AFTER_MAX_SECONDS = env.float("WEBHOOK_RETRY_AFTER_MAX_SECONDS", default=3600.0)
 WEBHOOK_SECRET_ROTATION_GRACE_HOURS = env.float("WEBHOOK_SECRET_ROTATION_GRACE_HOURS", default=24.0)

@@ -57,6 +57,12 @@ class Account(models.Model):
         validators=[validate_time_zone],
         help_text="The account's time zone, e.g. Europe/Paris: dates in the workflow builder are read in it.",
     )
+    # Opens and clicks of this account's email become events (a signed pixel, links through /t/...); a
+    # workflow may say otherwise for its own email (Workflow.track_email_engagement).
+    track_email_engagement = models.BooleanField(
+        default=True,
+        help_text="Track opens and clicks of email (a pixel, links through Relay). A workflow may say otherwise.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

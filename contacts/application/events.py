@@ -3,17 +3,34 @@
 Contacts know nothing of workflows: `workflows` subscribes when it loads.
 Subscribers run inside the publisher's transaction, so a run started by an
 event exists if and only if the change that caused it commits.
+
+Events that are not a change of the contact's own row (an email opened or
+clicked, an SMS reply, a custom event) are also stored (`Event`), each with
+its id and time: `record_contact_event` stores and publishes in one go, and
+an occurrence that counts once (`dedup_key`: an email's open per run and
+step, one link's click) is neither stored nor published a second time.
 """
 
+import hashlib
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 CONTACT_CREATED = "contact.created"
 CONTACT_UPDATED = "contact.updated"
 CONTACT_DELETED = "contact.deleted"  # published before the row goes, in the same transaction
 TAG_ADDED = "tag.added"
 TAG_REMOVED = "tag.removed"
+EMAIL_OPENED = "email.opened"
+EMAIL_CLICKED = "email.clicked"
+SMS_REPLIED = "sms.replied"
+# Relay records these itself (tracking, inbound SMS): an API client cannot post them.
+ENGAGEMENT_EVENTS = (EMAIL_OPENED, EMAIL_CLICKED, SMS_REPLIED)
 
 
 @dataclass(frozen=True)
@@ -22,6 +39,8 @@ class ContactEvent:
     contact_id: int
     name: str
     data: dict[str, Any] = field(default_factory=dict)
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)  # the stored Event's id, when it is stored
+    occurred_at: datetime = field(default_factory=timezone.now)
 
 
 Subscriber = Callable[[ContactEvent], None]
@@ -36,3 +55,46 @@ def subscribe(subscriber: Subscriber) -> None:
 def publish(event: ContactEvent) -> None:
     for subscriber in list(_subscribers):
         subscriber(event)
+
+
+def dedup_key(*parts: object) -> str:
+    """The key of an occurrence that counts once, e.g. (run, step, link) of a click; bounded whatever its parts."""
+    return hashlib.sha256("\x1f".join(str(part) for part in parts).encode()).hexdigest()
+
+
+def store_event(
+    *, account_id: int, contact_id: int, name: str, data: dict[str, Any] | None = None, dedup: str = ""
+) -> ContactEvent | None:
+    """Store the event on the contact, in the caller's transaction; None when `dedup` says it happened before."""
+    from contacts.infrastructure.models import Event  # the models load after this module's importers
+
+    event = ContactEvent(account_id=account_id, contact_id=contact_id, name=name, data=dict(data or {}))
+    row = Event(
+        id=uuid.UUID(event.id),
+        account_id=account_id,
+        contact_id=contact_id,
+        name=name,
+        data=event.data,
+        dedup_key=dedup,
+        occurred_at=event.occurred_at,
+    )
+    if not dedup:
+        row.save(force_insert=True)
+        return event
+    try:
+        with transaction.atomic():  # a savepoint: the duplicate's refusal leaves the caller's transaction usable
+            row.save(force_insert=True)
+    except IntegrityError:
+        return None
+    return event
+
+
+def record_contact_event(
+    *, account_id: int, contact_id: int, name: str, data: dict[str, Any] | None = None, dedup: str = ""
+) -> ContactEvent | None:
+    """Store the event and publish it (workflows start, waits wake, goals are met) in the caller's transaction."""
+    with transaction.atomic():
+        event = store_event(account_id=account_id, contact_id=contact_id, name=name, data=data, dedup=dedup)
+        if event is not None:
+            publish(event)
+    return event

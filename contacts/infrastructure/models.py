@@ -1,8 +1,11 @@
-"""The CRM side: contacts and their consent history."""
+"""The CRM side: contacts, their consent history and the events recorded on them."""
+
+import uuid
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from contacts.domain.model import ConsentChannel, ConsentSource, ConsentState
 
@@ -42,6 +45,34 @@ class Contact(models.Model):
 
     def consent(self) -> ConsentState:
         return ConsentState(unsubscribed=self.unsubscribed, sms_opted_out=self.sms_opted_out)
+
+
+class Event(models.Model):
+    """Something that happened to a contact outside its own fields: an email opened or clicked, an SMS reply,
+    a custom event an API client posted. (A contact's own changes, tag.added and contact.updated, are its
+    history in its row and are not stored here.) `dedup_key` names an occurrence that counts once: an email's
+    open or one link's click per run and step; a second one is not a new event."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+")
+    contact = models.ForeignKey(Contact, on_delete=models.CASCADE, related_name="events")
+    name = models.CharField(max_length=100)
+    data = models.JSONField(default=dict, blank=True)
+    dedup_key = models.CharField(max_length=64, blank=True, default="")  # sha256 hex, or ""
+    occurred_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        app_label = "contacts"
+        ordering = ["-occurred_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["contact", "name", "dedup_key"], condition=~Q(dedup_key=""), name="contact_event_once"
+            ),
+        ]
+        indexes = [models.Index(fields=["contact", "name", "occurred_at"], name="contact_event_by_name")]
+
+    def __str__(self) -> str:
+        return f"{self.name} on contact {self.contact_id}"
 
 
 class ConsentChange(models.Model):

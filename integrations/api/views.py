@@ -1,4 +1,5 @@
-"""Public endpoints: the email unsubscribe page (RFC 8058 one-click) and the provider's inbound SMS webhook.
+"""Public endpoints: the email unsubscribe page (RFC 8058 one-click), email tracking (`/t/o/`, `/t/c/`) and
+the provider's inbound SMS webhook.
 
 Neither takes a login: the unsubscribe link's signed token and the provider's
 request signature are the credentials. Both are CSRF-exempt for that reason
@@ -10,13 +11,14 @@ from __future__ import annotations
 import logging
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseNotFound, HttpResponseRedirect
 from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_POST
 
 from integrations.application.inbound_sms import inbound_sms_receive
+from integrations.application.tracking import read_token, record_click, record_open
 from integrations.application.unsubscribe import (
     InvalidUnsubscribeToken,
     public_url,
@@ -27,6 +29,9 @@ from integrations.domain.sms import mask_email
 from integrations.infrastructure.twilio import signature_is_valid
 
 log = logging.getLogger("relay.integrations.api")
+
+# The smallest transparent GIF (1x1): the open pixel's answer.
+PIXEL_GIF = bytes.fromhex("47494638396101000100800000000000ffffff21f90401000000002c00000000010001000002024401003b")
 
 EMPTY_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response></Response>'
 
@@ -58,6 +63,38 @@ def unsubscribe(request: HttpRequest, token: str) -> HttpResponse:
         "integrations/unsubscribe_confirm.html",
         {"email": mask_email(outcome.email) if outcome.email else "", "found": outcome.found},
     )
+
+
+def _not_found() -> HttpResponse:
+    """The same plain answer for a token that was altered, expired or never issued: it records nothing."""
+    return HttpResponseNotFound("not found", content_type="text/plain")
+
+
+@never_cache
+@require_http_methods(["GET", "HEAD"])
+def track_open(request: HttpRequest, token: str) -> HttpResponse:
+    """The open pixel: records `email.opened` (once per run and step) and answers a transparent 1x1 GIF."""
+    tracked = read_token(token, click=False)
+    if tracked is None:
+        return _not_found()
+    if request.method == "GET":
+        record_open(tracked)
+    return HttpResponse(PIXEL_GIF, content_type="image/gif")
+
+
+@never_cache
+@require_http_methods(["GET", "HEAD"])
+def track_click(request: HttpRequest, token: str) -> HttpResponse:
+    """A tracked link: records `email.clicked` and redirects to the link signed in the token, nowhere else.
+
+    HEAD (a link checker) redirects without recording.
+    """
+    tracked = read_token(token, click=True)
+    if tracked is None:
+        return _not_found()
+    if request.method == "GET":
+        record_click(tracked)
+    return HttpResponseRedirect(tracked.link)
 
 
 @csrf_exempt

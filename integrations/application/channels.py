@@ -14,6 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from accounts.models import Account
 from integrations.application.secrets import webhook_signing_secrets_cached
+from integrations.application.tracking import SignedTrackingLinks
 from integrations.application.unsubscribe import unsubscribe_url
 from integrations.domain.channels import EmailChannel, SmsChannel, VoiceChannel, WebhookClient
 from integrations.domain.ssrf import AllowList, TargetRefused, vet_target
@@ -26,7 +27,9 @@ PROVIDERS = ("console", "twilio")
 
 
 def email_channel() -> EmailChannel:
-    return DjangoMailEmailChannel(unsubscribe_url=unsubscribe_url, account_sender=_account_sender)
+    return DjangoMailEmailChannel(
+        unsubscribe_url=unsubscribe_url, account_sender=_account_sender, tracking_links=SignedTrackingLinks()
+    )
 
 
 def sms_channel() -> SmsChannel:

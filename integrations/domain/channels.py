@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from integrations.domain.tracking import EmailTracking
+
 # RFC 9110 field-value: visible ASCII or obs-text (latin-1), single spaces or tabs inside, none at the ends.
 _FIELD_VALUE = re.compile(r"[\x21-\x7e\x80-\xff]([\x20\x21-\x7e\x80-\xff\t]*[\x21-\x7e\x80-\xff])?")
 
@@ -43,6 +45,8 @@ class EmailMessage:
     account_id: int | None = None
     contact_id: int | None = None  # for the per-contact unsubscribe link and headers
     headers: dict[str, str] = field(default_factory=dict)
+    # Given (with account and contact): its links go through Relay's click redirect and it carries an open pixel.
+    tracking: EmailTracking | None = None
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import ssl
 from collections.abc import Callable
 from email.utils import make_msgid, parseaddr
 from html import escape
+from typing import Protocol
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -23,6 +24,7 @@ from django.core.validators import validate_email
 from integrations.domain.channels import DeliveryResult, EmailMessage, attach_failure_details
 from integrations.domain.failures import failure_for_smtp_reply
 from integrations.domain.sms import mask_email
+from integrations.domain.tracking import EmailTracking, track_email
 from kernel.failures import JobError, NetworkFailure, ServerFailure, TimeoutFailure, ValidationFailure
 
 log = logging.getLogger("relay.integrations.email")
@@ -36,6 +38,14 @@ RESERVED_HEADERS = frozenset(
 UnsubscribeUrl = Callable[[int], str]
 # Given an account id: that account's From address, or "" for the default.
 AccountSender = Callable[[int], str]
+
+
+class TrackingLinks(Protocol):
+    """The tracked addresses of an email's links and open pixel (integrations.application.tracking)."""
+
+    def click_url(self, message: EmailMessage, tracking: EmailTracking, link: str) -> str | None: ...
+
+    def open_url(self, message: EmailMessage, tracking: EmailTracking) -> str: ...
 
 
 # RFC 5322 allows lines of 998 characters. Under the default 78, Python folds a long header it cannot break
@@ -55,10 +65,12 @@ class DjangoMailEmailChannel:
         *,
         unsubscribe_url: UnsubscribeUrl | None = None,
         account_sender: AccountSender | None = None,
+        tracking_links: TrackingLinks | None = None,
         mailer_alias: str = "default",
     ) -> None:
         self._unsubscribe_url = unsubscribe_url
         self._account_sender = account_sender
+        self._tracking_links = tracking_links
         self._alias = mailer_alias
 
     def send_email(self, message: EmailMessage) -> DeliveryResult:
@@ -73,6 +85,14 @@ class DjangoMailEmailChannel:
         sender = self._sender(message)
         headers = self._headers(message.headers)
         text, html = message.text or "", message.html
+        tracked_links = None
+        tracking, links = message.tracking, self._tracking_links
+        if tracking is not None and links is not None and message.contact_id is not None:
+            # Before the unsubscribe footer: that link never goes through the click redirect.
+            body = track_email(
+                text, html, lambda url: links.click_url(message, tracking, url), links.open_url(message, tracking)
+            )
+            text, html, tracked_links = body.text, body.html, body.links
         unsubscribe = None
         if message.contact_id is not None and self._unsubscribe_url is not None:
             unsubscribe = self._unsubscribe_url(message.contact_id)
@@ -102,7 +122,10 @@ class DjangoMailEmailChannel:
             provider=provider,
             message_id=message_id,
             status="sent",
-            details={"unsubscribe_link": unsubscribe is not None},
+            details={
+                "unsubscribe_link": unsubscribe is not None,
+                **({"tracked": True, "tracked_links": tracked_links} if tracked_links is not None else {}),
+            },
         )
 
     @staticmethod

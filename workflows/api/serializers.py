@@ -414,8 +414,8 @@ class EventIn(StrictSerializer):
     def validate_name(self, name: str) -> str:
         if name in BUILTIN_EVENTS or name in UNTRIGGERABLE_EVENTS:
             raise serializers.ValidationError(
-                f"{name} is published by Relay itself when a contact changes; change the contact "
-                "(or its tags) through /api/v1/contacts instead"
+                f"{name} is published by Relay itself (when a contact changes, an email is opened or clicked, "
+                "an SMS is answered); change the contact (or its tags) through /api/v1/contacts instead"
             )
         if not EVENT_NAME.fullmatch(name):
             raise serializers.ValidationError(EVENT_NAME_RULE)

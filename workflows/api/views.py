@@ -52,7 +52,8 @@ from workflows.api.serializers import (
 from workflows.application.errors import ContactNotFound
 from workflows.application.errors import NotFound as LookupNotFound
 from workflows.application.runs.operating import RUN_OPERATIONS
-from workflows.application.runs.starting import record_event, start_run
+from workflows.application.runs.receiving import post_event
+from workflows.application.runs.starting import start_run
 from workflows.application.selectors import (
     execution_get,
     execution_latest_logs,
@@ -345,8 +346,10 @@ class EventView(WorkflowView):
         summary="Send an event about a contact",
         description="Starts every active workflow triggered by this event name (subject to each one's contact "
         "filter, re-enrollment rule and the account's run limit) and answers the runs started and the workflows "
-        "skipped, with the reason. Relay's own contact events (contact.created, tag.added ...) cannot be sent: they "
-        "happen when the contact changes. A contact that is not the account's is a 400 naming `contact`.",
+        "skipped, with the reason; the event is stored on the contact, and runs waiting for it (wait_for_event) or "
+        "having it as a goal learn of it. Relay's own events (contact.created, tag.added, email.clicked ...) cannot "
+        "be sent: they happen when the contact changes or engages. A contact that is not the account's is a 400 "
+        "naming `contact`.",
         parameters=[IDEMPOTENCY_KEY_PARAMETER],
         request=EventIn,
         responses={200: EventOutcomeOut, **problems(422)},
@@ -359,9 +362,9 @@ class EventView(WorkflowView):
         body.is_valid(raise_exception=True)
         try:
             contact = contact_get(account_id=self.account_id, contact_id=body.validated_data["contact"])
-            outcome = record_event(
-                account=self.account_id,
-                contact=contact.pk,
+            outcome = post_event(
+                account_id=self.account_id,
+                contact_id=contact.pk,
                 name=body.validated_data["name"],
                 data=body.validated_data.get("data"),
             )

@@ -30,7 +30,9 @@ from contacts.application.services import contact_add_tag, contact_remove_tag, c
 from contacts.domain.model import ConsentState, ContactError, normalize_tag
 from integrations.application import channels
 from integrations.domain.channels import EmailMessage, WebhookRequest
+from integrations.domain.tracking import EmailTracking
 from kernel.failures import ValidationFailure
+from workflows.application.engagement import email_tracking_enabled, step_key
 from workflows.domain.actions import (
     SMS_MAX_LENGTH,
     ActionType,
@@ -155,6 +157,11 @@ class SendEmail:
             account_id=run.account_id,
             contact_id=run.contact_id,
             headers={"X-Relay-Run": str(run.execution_id)},
+            tracking=(
+                EmailTracking(run_id=str(run.execution_id), step_key=step_key(run.step))
+                if email_tracking_enabled(run.workflow_id)
+                else None
+            ),
         )
         return ActionResult(channels.email_channel().send_email(message).as_response_data())
 

@@ -1,4 +1,5 @@
-"""Contacts' events start workflows; a deleted workflow is forgotten by the trigger caches.
+"""Contacts' events reach the engine (they start workflows, wake waits, meet goals); a deleted workflow is
+forgotten by the trigger caches.
 
 Subscribed once, in WorkflowsConfig.ready().
 """
@@ -7,7 +8,7 @@ from typing import Any
 
 from contacts.application.events import CONTACT_DELETED, ContactEvent
 from workflows.application.runs.operating import cancel_jobs_of_contact
-from workflows.application.runs.starting import record_event
+from workflows.application.runs.receiving import receive_event
 from workflows.application.trigger_cache import triggers_changed
 from workflows.infrastructure.models import Workflow
 
@@ -18,7 +19,7 @@ def on_contact_event(event: ContactEvent) -> None:
         # Its runs are deleted with it (personal data); nothing may start for it, and its queued jobs go.
         cancel_jobs_of_contact(contact_id=event.contact_id)
         return
-    record_event(account=event.account_id, contact=event.contact_id, name=event.name, data=event.data)
+    receive_event(event)
 
 
 def on_workflow_deleted(sender: type[Workflow], instance: Workflow, **kwargs: Any) -> None:

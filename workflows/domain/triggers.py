@@ -23,7 +23,16 @@ from workflows.domain.validation import Reader
 TAG_EVENTS = frozenset({"tag.added", "tag.removed"})
 # A deleted contact's runs are deleted with it: nothing can run for it.
 UNTRIGGERABLE_EVENTS = frozenset({"contact.deleted"})
-BUILTIN_EVENTS = ("contact.created", "contact.updated", "tag.added", "tag.removed")
+BUILTIN_EVENTS = (
+    "contact.created",
+    "contact.updated",
+    "tag.added",
+    "tag.removed",
+    # Engagement, recorded by Relay itself: email tracking (/t/...) and inbound SMS replies.
+    "email.opened",
+    "email.clicked",
+    "sms.replied",
+)
 EVENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,99}")
 MAX_CONDITIONS = 20
 CONTACT_FILTER_FIELDS = ("email", "phone", "first_name", "last_name", "tags", "unsubscribed", "sms_opted_out")

@@ -56,6 +56,14 @@ class Workflow(models.Model):
     current_version = models.ForeignKey(
         "WorkflowVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
     )
+    # Opens and clicks of this workflow's email: None follows the account (Account.track_email_engagement).
+    # Read when an email is sent, not frozen in the version: switching tracking off takes effect at once.
+    track_email_engagement = models.BooleanField(
+        null=True,
+        blank=True,
+        default=None,
+        help_text="Track opens and clicks of this workflow's email. Blank: the account's setting.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

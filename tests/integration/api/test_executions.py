@@ -6,6 +6,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from contacts.models import Event
 from jobs.models import Job
 from tests.factories import ContactFactory
 from tests.integration.api.conftest import assert_problem, error_fields
@@ -354,6 +355,8 @@ def test_an_event_over_the_limit_is_reported_as_skipped(owner_api, account, cont
     [
         ({"name": "tag.added", "contact": 1}, "name"),
         ({"name": "contact.deleted", "contact": 1}, "name"),
+        ({"name": "email.clicked", "contact": 1}, "name"),
+        ({"name": "sms.replied", "contact": 1}, "name"),
         ({"name": "order paid!", "contact": 1}, "name"),
         ({"name": "order.paid"}, "contact"),
         ({"name": "order.paid", "contact": 1, "data": "x"}, "data"),
@@ -367,6 +370,15 @@ def test_a_bad_event_is_refused_naming_the_field(owner_api, account, contact, bo
     problem = assert_problem(owner_api.post("/api/v1/events", body, format="json"), 400, type_=VALIDATION)
     assert error_fields(problem) == [field]
     assert not WorkflowExecution.objects.exists()
+    assert not Event.objects.exists()  # nothing stored
+
+
+@pytest.mark.django_db
+def test_a_custom_event_is_stored_on_the_contact_with_its_id_and_time(owner_api, contact):
+    owner_api.post("/api/v1/events", {"name": "order.paid", "contact": contact.pk, "data": {"n": 1}}, format="json")
+    (event,) = Event.objects.filter(contact=contact)
+    assert (event.name, event.data, event.account_id) == ("order.paid", {"n": 1}, contact.account_id)
+    assert event.occurred_at is not None
 
 
 @pytest.mark.django_db

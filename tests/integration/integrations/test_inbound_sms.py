@@ -181,3 +181,22 @@ def test_message_ids_past_the_replay_window_are_forgotten(inbound, contact):
     assert list(InboundSmsMessage.objects.values_list("message_sid", flat=True)) == ["SM" + "4" * 32]
     sync_schedules()
     assert Schedule.objects.get(name="relay.purge_inbound_sms").handler == "integrations.purge_inbound_sms"
+
+
+def test_an_ordinary_reply_becomes_an_sms_replied_event_once_per_message(inbound, contact):
+    from contacts.models import Event
+
+    other = ContactFactory(account=AccountFactory(), phone=contact.phone)
+    response = post("Yes please, book me in", contact.phone, message_sid="SM" + "7" * 32)
+    assert response.status_code == 200
+    again = post("Yes please, book me in", contact.phone, message_sid="SM" + "7" * 32)  # the provider retries
+    assert again.status_code == 200
+    for someone in (contact, other):
+        (event,) = Event.objects.filter(contact=someone)
+        assert event.name == "sms.replied"
+        assert event.data == {"body": "Yes please, book me in", "message": "SM" + "7" * 32}
+        assert event.account_id == someone.account_id
+    contact.refresh_from_db()
+    assert not contact.sms_opted_out  # a reply is no keyword
+    post("STOP", contact.phone)
+    assert Event.objects.filter(contact=contact).count() == 1  # a keyword changes consent, it is no reply

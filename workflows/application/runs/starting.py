@@ -488,3 +488,7 @@ def _histories(
         contact_id: History(has_any_run=True, has_unfinished_run=unfinished)
         for contact_id, unfinished in store.enrollments(workflow_id, contact_ids).items()
     }
+
+
+# The trigger data's rule (a JSON object of at most 64 KB), for the other ways an event comes in.
+check_trigger_data = _check_trigger_data
