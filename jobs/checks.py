@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import Error, Warning, register  # noqa: A004 - Django's check level
+from django.core.checks import Error, Warning, register
 
 MAX_DEAD_LETTER_RETENTION_DAYS = 3650
 
@@ -69,7 +69,7 @@ def autovacuum_problems(using: str = "default") -> list[Warning]:
             Warning(
                 f"PostgreSQL runs with autovacuum = {autovacuum}, track_counts = {track_counts}: the queue's tables"
                 " (jobs_job, jobs_lane) are never vacuumed, dead rows pile up and claims slow down.",
-                hint="Set autovacuum = on and track_counts = on in postgresql.conf (README, \"Autovacuum\"), or"
+                hint='Set autovacuum = on and track_counts = on in postgresql.conf (README, "Autovacuum"), or'
                 " run VACUUM (ANALYZE) jobs_job, jobs_lane from cron every few minutes.",
                 id="jobs.W001",
             )

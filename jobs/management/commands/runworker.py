@@ -6,8 +6,8 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from jobs.application.schedules import sync_schedules
-from jobs.checks import autovacuum_problems
 from jobs.application.worker import Worker
+from jobs.checks import autovacuum_problems
 
 
 class Command(BaseCommand):

@@ -9,7 +9,7 @@ pytestmark = pytest.mark.django_db
 
 
 def _ids() -> set[str]:
-    return {p.id for p in autovacuum_problems()}
+    return {str(p.id) for p in autovacuum_problems()}
 
 
 @pytest.mark.postgres
