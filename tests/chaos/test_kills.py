@@ -35,7 +35,8 @@ def once_ids(ids: list, specs: list[JobSpec]) -> list:
 
 
 def recovery_after_kills(url: str, fleet: Fleet, found: list[dict]) -> float | None:
-    """Seconds from each kill until the last job its worker held was completed by another; the worst."""
+    """Seconds from each kill until the last job its worker held was completed by another; the worst. (Read
+    from completed_at: the database stayed up, so each completion was written when its handler finished.)"""
     worst = None
     ended = {(r["job"], r["attempt"]) for r in found if r["event"] == "end"}
     for pid, killed_at in fleet.kills:
