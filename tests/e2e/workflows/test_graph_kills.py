@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from jobs.infrastructure.models import Job
 from tests.factories import AccountFactory, ContactFactory
 from tests.integration.workflows.support import make_workflow
 from tests.support.processes import wait_until
@@ -73,6 +74,8 @@ def test_kill_9_during_branches_and_every_run_continues_on_the_same_path(start_w
     wait_until(lambda: completed() == RUNS, 120, "every run to complete")
     assert time.monotonic() - killed_at < 120
 
+    # The kills hit work in flight: jobs the killed workers held were rescued and run again.
+    assert Job.objects.filter(handler="workflow_step", attempt_number__gt=1).exists()
     runs = list(WorkflowExecution.objects.filter(workflow=workflow))
     assert len(runs) == RUNS
     rows: dict = {}
