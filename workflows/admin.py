@@ -46,7 +46,7 @@ from workflows.application.selectors import has_unpublished_changes, run_timelin
 from workflows.application.stats import workflow_run_counts, workflow_step_counts
 from workflows.application.workflows import WorkflowService
 from workflows.domain.errors import IllegalExecutionTransition, WorkflowDomainError, WorkflowValidationError
-from workflows.domain.execution import OPERATOR_MOVES
+from workflows.domain.execution import OPERATOR_MOVES, run_path
 from workflows.domain.redaction import shown_json, shown_step, shown_steps
 from workflows.domain.version_diff import diff_versions
 from workflows.domain.workflow import WorkflowStatus
@@ -734,6 +734,9 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
         "status",
         "paused_from",
         "current_step_index",
+        "current_step_key",
+        "path_taken",
+        "end_reason",
         "step_count",
         "retry_count",
         "resume_at",
@@ -754,6 +757,11 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
     )
     readonly_fields = _detail_fields
     fieldsets = (("Details", {"fields": _detail_fields, "classes": ("collapse",)}),)
+
+    @admin.display(description="path")
+    def path_taken(self, execution: WorkflowExecution) -> str:
+        """The keys of the steps the run went through, in order."""
+        return " → ".join(run_path(execution.context, execution.current_step_index, execution.step_count))
 
     @admin.display(description="version")
     def version_number(self, execution: WorkflowExecution) -> str:
@@ -789,6 +797,7 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
                 if pending and execution.retry_count and execution.status == "queued"
                 else None,
                 live=execution.status in ("queued", "active", "waiting"),
+                run_path=run_path(execution.context, execution.current_step_index, execution.step_count),
                 may_operate=self.has_operate_permission(request, execution),
                 moves={move for move, states in OPERATOR_MOVES.items() if execution.status in states},
                 title=f"Run of “{execution.workflow}” for {execution.contact}",

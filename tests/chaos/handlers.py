@@ -53,9 +53,9 @@ def work(payload: dict[str, Any], job: JobContext) -> None:
         tag=payload.get("tag"),
         scheduled_for=payload.get("scheduled_for"),
     )
-    if payload.get("sleep"):  # not sleep(0): under libfaketime that fails with EINVAL
-        time.sleep(payload["sleep"])
-    if payload.get("fail_first") and job.attempt_number == 1:
+    try:
+        _attempt(payload, job)
+    except BaseException as exc:  # the attempt ended here (a failure, a cut connection, LeaseLost): not live
         _record(
             payload["path"],
             event="end",
@@ -66,16 +66,9 @@ def work(payload: dict[str, Any], job: JobContext) -> None:
             pid=os.getpid(),
             db_end=time.time() + offset,
             finished=time.time(),
+            error=type(exc).__name__,
         )
-        raise ServerFailure("the first attempt fails on purpose")
-    if payload.get("once"):
-        with transaction.atomic():
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "INSERT INTO chaos_effect (job_id, attempt, worker) VALUES (%s, %s, %s)",
-                    [job.id, job.attempt_number, job.worker_id],
-                )
-            job.mark_completed()
+        raise
     finished = time.time()
     _record(
         payload["path"],
@@ -89,3 +82,18 @@ def work(payload: dict[str, Any], job: JobContext) -> None:
         finished=finished,  # this host's clock, as the worker's acknowledgement writes completed_at
         tag=payload.get("tag"),
     )
+
+
+def _attempt(payload: dict[str, Any], job: JobContext) -> None:
+    if payload.get("sleep"):  # not sleep(0): under libfaketime that fails with EINVAL
+        time.sleep(payload["sleep"])
+    if payload.get("fail_first") and job.attempt_number == 1:
+        raise ServerFailure("the first attempt fails on purpose")
+    if payload.get("once"):
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "INSERT INTO chaos_effect (job_id, attempt, worker) VALUES (%s, %s, %s)",
+                    [job.id, job.attempt_number, job.worker_id],
+                )
+            job.mark_completed()

@@ -205,3 +205,73 @@ def sigstop(worker: WorkerProcess) -> None:
 
 def sigcont(worker: WorkerProcess) -> None:
     worker.signal(signal.SIGCONT)
+
+
+def in_flight(url: str) -> list[str]:
+    """The jobs running right now: what a fault can catch mid-attempt."""
+    with psycopg.connect(url, autocommit=True) as connection:
+        return [str(r[0]) for r in connection.execute("SELECT id FROM jobs_job WHERE status = 'running'").fetchall()]
+
+
+def recovery_seconds(url: str, caught: list[str], fault_at: float, timeout: float = 120.0) -> float | None:
+    """Seconds from the fault (or the server's return) until every job it caught mid-attempt is seen completed;
+    None if it caught none. Seen, not read from completed_at: a worker that finished a job while the database
+    was away writes the completion later, with the time the handler finished."""
+    if not caught:
+        return None
+
+    def all_completed() -> bool:
+        try:
+            done = "SELECT count(*) FROM jobs_job WHERE id = ANY(%s::uuid[]) AND status = 'completed'"
+            return count_rows(url, done, [caught]) == len(caught)
+        except psycopg.OperationalError:
+            return False
+
+    wait_until(all_completed, timeout, f"the {len(caught)} jobs caught by the fault to complete")
+    return round(time.time() - fault_at, 2)
+
+
+class PrivateDatabase:
+    """A database on a private PostgreSQL cluster with the test database's schema, for the faults that must
+    not reach the shared server (a restart) or settings it must not change (autovacuum). Jobs are queued into
+    it through the queue's own store on a connection of its own."""
+
+    def __init__(self, source_url: str, **settings: str) -> None:
+        from tests.support.private_postgres import PrivateCluster
+
+        self.cluster = PrivateCluster().init()
+        if settings:
+            with open(self.cluster.data / "postgresql.conf", "a") as conf:
+                conf.writelines(f"{key} = {value}\n" for key, value in settings.items())
+        self.cluster.start()
+        self.url = self.cluster.create_database("relay")
+        copy_schema(source_url, self.url)
+        effect_table(self.url)
+        self._connection: Any = None
+
+    def store(self):
+        """The queue's store on a Django connection to this database (made once)."""
+        import copy
+
+        from django.db import connections
+        from django.db.utils import load_backend
+
+        from jobs.infrastructure.store import store_for
+
+        if self._connection is None:
+            settings_dict = copy.deepcopy(connections.settings["default"])
+            settings_dict.update(NAME="relay", HOST="127.0.0.1", PORT=str(self.cluster.port), USER="postgres")
+            self._connection = load_backend(settings_dict["ENGINE"]).DatabaseWrapper(settings_dict, "chaos_private")
+        return store_for(self._connection)
+
+    def enqueue(self, specs: list) -> list:
+        from jobs.application.queue import prepare_job
+
+        rows = [prepare_job(spec) for spec in specs]
+        holders = self.store().insert(rows)
+        return [holders[row.id] for row in rows]
+
+    def remove(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+        self.cluster.remove()

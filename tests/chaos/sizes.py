@@ -21,7 +21,8 @@ _SIZES: dict[str, tuple[float, float]] = {
     "SNAPSHOT_RATE": (40, 80),  # jobs per second of that load
     "BURST_JOBS": (3_000, 50_000),  # one account's burst
     "TRICKLE_JOBS": (30, 200),  # the other accounts' trickle beside it
-    "SKEW_JOBS": (200, 1_000),
+    "SKEW_JOBS": (200, 1_000),  # jobs drained by a worker two minutes fast beside one on time
+    "SKEW_TICKS": (1, 2),  # cron ticks (every minute) that come due meanwhile
 }
 
 
