@@ -14,14 +14,16 @@
 --    attempt, stamp the lanes served.
 -- 5. A lane that gave nothing: raise its next_due_at to its next job's due time (year 9999 if none),
 --    only under FOR UPDATE SKIP LOCKED (no writer in flight on it) and from a later snapshot.
--- Steps 2-5 repeat (three rounds at most) while the batch is not full and unseen lanes remain.
+-- Steps 2-5 repeat (three rounds at most) while the batch is not full and unseen lanes may remain.
 --
 -- The lease starts after the lock was taken (clock_timestamp), so waiting behind another claimer never
 -- shortens it. A function, so its plans are cached per connection: the claim is on the pickup path.
 CREATE OR REPLACE FUNCTION relay_claim_jobs(p_worker text, p_queues text[], p_limit integer, p_lease float8)
 RETURNS TABLE (id uuid, handler varchar, payload text, attempt_number integer, max_attempts integer,
                account_id bigint, queue varchar, priority integer, run_at timestamptz)
-LANGUAGE plpgsql VOLATILE AS $$
+LANGUAGE plpgsql VOLATILE
+SET plan_cache_mode = force_generic_plan  -- plans made once per connection: re-planning cost more than running
+AS $$
 #variable_conflict use_column
 DECLARE
     v_now timestamptz;
@@ -32,12 +34,14 @@ DECLARE
     v_free integer[];
     v_seen bigint[] := '{}';
     v_idle bigint[];
+    v_wanted integer;
 BEGIN
     PERFORM pg_advisory_xact_lock(491327873401);  -- 0x72656C6179, "relay" in ASCII
     v_now := clock_timestamp();
 
     LOOP
         v_round := v_round + 1;
+        v_wanted := v_left;
         WITH running AS (  -- the partial index job_running: as many rows as jobs running
             SELECT r.account_id, count(*) AS n FROM jobs_job r
             WHERE r.status = 'running' AND r.account_id IS NOT NULL
@@ -133,7 +137,8 @@ BEGIN
             WHERE l.id = ANY (v_idle);
         END IF;
 
-        EXIT WHEN v_left <= 0 OR v_round >= 3;
+        -- Fewer lanes than jobs wanted: every lane that could run was seen; another round would find none.
+        EXIT WHEN v_left <= 0 OR v_round >= 3 OR cardinality(v_lanes) < v_wanted;
     END LOOP;
 END
 $$;
