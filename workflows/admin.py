@@ -394,7 +394,9 @@ class WorkflowAdmin(AccountScopedAdmin):
     def save_related(self, request: HttpRequest, form: WorkflowForm, formsets: list, change: bool) -> None:
         for formset in formsets:
             if isinstance(formset, StepFormSet):
-                WorkflowService().update(workflow_id=form.instance.pk, steps=formset.steps())
+                # Goals go with the steps: a goal may jump to a step the same save adds.
+                goals: dict[str, Any] = {"goals": form.goal_list()} if "goals" in form.fields else {}
+                WorkflowService().update(workflow_id=form.instance.pk, steps=formset.steps(), **goals)
             # The service wrote the steps; tell the admin's change message there is nothing more.
             formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
 

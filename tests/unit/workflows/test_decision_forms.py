@@ -192,3 +192,12 @@ def test_end_has_nothing_to_fill_in():
     assert form.is_valid()
     assert form.to_config() == {}
     assert STEP_FORMS["end"].initial_from({"x": 1}) is None  # shown as JSON rather than lost
+
+
+def test_condition_rows_offer_every_operator_of_the_condition_language():
+    from workflows.admin_forms.conditions import OPERATORS
+    from workflows.domain.conditions import NO_VALUE_OPS, NUMERIC_OPS, ConditionOp
+
+    assert set(OPERATORS) == {op.value for op in ConditionOp}
+    assert {op for op, (_label, kind) in OPERATORS.items() if kind == "none"} == {op.value for op in NO_VALUE_OPS}
+    assert {op for op, (_label, kind) in OPERATORS.items() if kind == "number"} == {op.value for op in NUMERIC_OPS}
