@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs.application import registry
+from jobs.application import metrics, registry
 from jobs.application.operations import job_retry, job_stats
 from jobs.application.queue import InvalidJob, JobSpec, enqueue, enqueue_many
 from jobs.application.registry import DeadLetter
@@ -16,7 +16,7 @@ from jobs.application.worker import Worker
 from jobs.domain.states import JobStatus, dead_letter_reason
 from jobs.infrastructure.clock import database_now
 from jobs.infrastructure.store import get_store
-from jobs.models import Job
+from jobs.models import Job, MetricCounter
 
 # A claim commits on its own (never inside a caller's transaction), so these tests commit too.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -145,8 +145,11 @@ def test_a_worker_never_runs_an_expired_job_and_tells_its_dead_letter_hook(tmp_p
     fresh = enqueue("test.record", {"path": str(path)}, expires_in=3600)
     _overdue(expired)
     worker = Worker(burst=True, concurrency=1, install_signal_handlers=False)
-    worker.run()  # the claim skips the expired job
-    worker.expire_overdue(get_store())  # what the maintenance thread does each poll
+    worker.run()  # the claim skips the expired job (and its maintenance thread may already sweep it)
+    worker.expire_overdue(get_store())  # what the maintenance thread does each poll: once only
+    metrics.flush()
+    expired_counter = MetricCounter.objects.filter(name="relay_jobs_expired_total")
+    assert sum(expired_counter.values_list("value", flat=True)) == 1
     ran = [json.loads(line)["job"] for line in path.read_text().splitlines()]
     assert ran == [str(fresh.pk)]
     assert Job.objects.get(pk=expired.pk).status == JobStatus.DEAD
@@ -183,3 +186,27 @@ def test_stats_and_the_admin_show_expired_jobs_as_dead_letters_with_their_reason
     detail = client.get(reverse("admin:jobs_job_change", args=[expired.pk]))
     assert detail.status_code == 200
     assert b"expired" in detail.content
+
+
+def test_jobs_queued_with_a_completion_keep_their_deadline():
+    """mark_completed(then=...) and a batch handler's completions insert through their own statements."""
+    from jobs.application.queue import prepare_job
+    from jobs.infrastructure.store import Finished
+
+    store = get_store()
+    first, second = enqueue("noop", {}), enqueue("noop", {})
+    claimed = {job.id: job for job in store.claim("w1", None, 2, 60.0)}
+    at = timezone.now() + dt.timedelta(minutes=10)
+    one = prepare_job(JobSpec("noop", expires_in=60))
+    acked, _ = store.complete_and_insert("w1", Finished(first.pk, claimed[first.pk].attempt_number, 0.0, 1.0), [one])
+    assert acked
+    many = [prepare_job(JobSpec("noop", expires_at=at)), prepare_job(JobSpec("noop", expires_in=30))]
+    done, _ = store.complete_many_and_insert(
+        "w1", [Finished(second.pk, claimed[second.pk].attempt_number, 0.0, 1.0)], many
+    )
+    assert done == {second.pk}
+    stored = dict(Job.objects.values_list("pk", "expires_at"))
+    now = database_now()
+    assert now < stored[one.id] <= now + dt.timedelta(seconds=60)
+    assert stored[many[0].id] == at
+    assert now < stored[many[1].id] <= now + dt.timedelta(seconds=30)
