@@ -19,7 +19,7 @@ from api.converters import ID_SCHEMA
 from api.serializers import StrictSerializer
 from workflows.application.selectors import has_unpublished_changes
 from workflows.domain.actions import MAX_STEP_NAME, MAX_STEPS, ActionType
-from workflows.domain.execution import ExecutionStatus, StepOutcome
+from workflows.domain.execution import ExecutionStatus, StepOutcome, run_path
 from workflows.domain.redaction import shown_steps
 from workflows.domain.triggers import (
     BUILTIN_EVENTS,
@@ -52,9 +52,18 @@ EVENT_NAME_RULE = "an event name is letters, digits and . _ : - (at most 100), e
 CONDITION_SCHEMA = {
     "type": "object",
     "properties": {
-        "field": {"type": "string", "description": "A contact field (tags, email, ...) or `custom_fields.<key>`."},
+        "field": {
+            "type": "string",
+            "description": "What to test: a contact field (tags, email, ...), `custom_fields.<key>`, "
+            "`consent.email|sms|voice`; in a branch also `trigger.<path>` and `steps.<key>.<path>` "
+            "(e.g. steps.call_api.status_code, steps.call_api.body.plan).",
+        },
         "op": {"type": "string", "enum": CONDITION_OP_CHOICES},
-        "value": {"description": "Compared with the field; text compares case-insensitively. Not for is_set."},
+        "value": {
+            "description": "Compared with the field; text compares case-insensitively. A list for in / not_in, a "
+            'number for the comparisons, an ISO 8601 date/time or a relative time ("-3 days") for before / after; '
+            "none for is_set, is_not_set, exists, not_exists."
+        },
     },
     "required": ["field", "op"],
 }
@@ -80,6 +89,12 @@ TRIGGER_SCHEMA = {
 STEP_SCHEMA = {
     "type": "object",
     "properties": {
+        "key": {
+            "type": "string",
+            "pattern": "^[a-z0-9_]{1,64}$",
+            "description": "Stable and unique in the workflow; `next` and the configs name steps by it. "
+            "Generated as step_<n> (its 1-based position) when missing.",
+        },
         "name": {"type": "string", "maxLength": MAX_STEP_NAME},
         "action_type": {"type": "string", "enum": ACTION_TYPE_CHOICES},
         "config": {
@@ -88,6 +103,13 @@ STEP_SCHEMA = {
             "description": "The action's settings, e.g. send_email {subject, text, html}, webhook {url, method, "
             "headers, body}, wait {duration | until}, add_tag {tag}; any step may set max_attempts and "
             "base_delay. Checked when saved: every problem is named by its path, e.g. steps[2].config.url.",
+        },
+        "next": {
+            "type": "string",
+            "nullable": True,
+            "pattern": "^([a-z0-9_]{1,64}|\\$end)$",
+            "description": 'The key of the step that follows, or "$end"; missing: the following step in order '
+            "(after the last, the run completes). branch, split and end steps choose in their config instead.",
         },
     },
     "required": ["action_type"],
@@ -318,6 +340,9 @@ class ExecutionOut(serializers.ModelSerializer):
     paused_from = BlankAsNull(help_text="While paused: the state it was paused in.")
     last_error = BlankAsNull(help_text="The latest step error, `Type: message` (redacted), or null.")
     last_error_category = BlankAsNull()
+    current_step_key = BlankAsNull(help_text="The key of the step the run is at; null once its steps are done.")
+    end_reason = BlankAsNull(help_text='Why it completed early: "ended by step", "goal met: <name>"; else null.')
+    path = serializers.SerializerMethodField(help_text="The keys of the steps the run went through, in order.")
 
     class Meta:
         model = WorkflowExecution
@@ -329,6 +354,9 @@ class ExecutionOut(serializers.ModelSerializer):
             "contact",
             "status",
             "current_step_index",
+            "current_step_key",
+            "path",
+            "end_reason",
             "step_count",
             "retry_count",
             "trigger_source",
@@ -352,6 +380,10 @@ class ExecutionOut(serializers.ModelSerializer):
         trigger = (run.context or {}).get("trigger")
         return trigger if isinstance(trigger, dict) else {}
 
+    @extend_schema_field({"type": "array", "items": {"type": "string"}})
+    def get_path(self, run: WorkflowExecution) -> list[str]:
+        return run_path(run.context, run.current_step_index, run.step_count)
+
 
 @extend_schema_serializer(component_name="ExecutionLog")
 class ExecutionLogOut(serializers.ModelSerializer):
@@ -362,12 +394,18 @@ class ExecutionLogOut(serializers.ModelSerializer):
     error_category = BlankAsNull()
     error_details = BlankAsNull(help_text="`Type: message`, URLs cut to scheme and host, at most 1,000 characters.")
     response_data = serializers.DictField(help_text="What came back (at most 8 KB, URLs cut to scheme and host).")
+    decision = serializers.DictField(
+        help_text='What a deciding step chose and why, e.g. {"kind": "branch", "branch": "Clicked", "values": '
+        '{"steps.welcome.clicked": true}, "next": "tag_engaged"} or {"kind": "split", "bucket": 37, "path": "A"}; '
+        "{} for other steps."
+    )
 
     class Meta:
         model = ExecutionLog
         fields = [
             "id",
             "step_index",
+            "step_key",
             "step_name",
             "action_type",
             "attempt_number",
@@ -377,6 +415,7 @@ class ExecutionLogOut(serializers.ModelSerializer):
             "error_category",
             "error_details",
             "response_data",
+            "decision",
         ]
         read_only_fields = fields
 

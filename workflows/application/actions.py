@@ -34,11 +34,15 @@ from integrations.domain.tracking import EmailTracking
 from kernel.failures import ValidationFailure
 from workflows.application.engagement import email_tracking_enabled, step_key
 from workflows.domain.actions import (
+    END,
+    ENDED_BY_STEP,
     SMS_MAX_LENGTH,
     ActionType,
+    BranchConfig,
     SendEmailConfig,
     SendSmsConfig,
     SendVoiceConfig,
+    SplitConfig,
     TagConfig,
     UpdateContactConfig,
     WaitConfig,
@@ -46,7 +50,9 @@ from workflows.domain.actions import (
     consent_refusal,
     http_url_problem,
     parse_datetime,
+    split_bucket,
 )
+from workflows.domain.conditions import Facts, all_hold
 from workflows.domain.templates import TemplateError, TemplateRenderer, contact_view, render_tree, template_context
 from workflows.domain.workflow import Step
 from workflows.infrastructure.store import RunStore
@@ -85,7 +91,33 @@ class StepRun:
         the step (its automatic retries), so receivers drop duplicates; a new one after an operator's retry
         of the FAILED run, which asks for a new delivery that a receiver must not drop (DDD_NOTES)."""
         message = f"run_{self.execution_id.hex}_step_{self.step.index}"
+        visit = self.visit
+        if visit > 1:  # a loop brought the run here again: a new message, the same on each of its attempts
+            message = f"{message}_visit_{visit}"
         return f"{message}_retry_{self.manual_retries}" if self.manual_retries else message
+
+    @property
+    def visit(self) -> int:
+        """Which visit of this step the run is on (1 the first); runs from before the graph have no path: 1."""
+        path = self.context.get("path")
+        return path.count(self.step.key) if isinstance(path, list) else 1
+
+    def step_results(self) -> dict[str, Any]:
+        """What earlier steps produced, by key (a step visited twice: its latest visit)."""
+        results = list(self.context.get("steps") or [])
+        keys = self.context.get("step_keys")
+        if not isinstance(keys, list):  # a run from before the graph went through its steps in order
+            keys = [f"step_{n}" for n in range(1, len(results) + 1)]
+        return dict(zip(keys, results, strict=False))
+
+    def facts(self) -> Facts:
+        """What a condition of this step may read (workflows.domain.conditions)."""
+        return Facts(
+            contact=self.contact,
+            trigger=self.context.get("trigger") or {},
+            steps=self.step_results(),
+            now=self.now,
+        )
 
     def template_context(self) -> Mapping[str, Any]:
         if self._template_context is None:
@@ -121,6 +153,9 @@ class ActionResult:
     data: dict[str, Any]
     skipped: str | None = None  # why the step was not carried out (consent, no address); the run goes on
     wait_until: datetime | None = None  # a wait step: when the run moves on
+    next_key: str | None = None  # a deciding step: the key (or END) it chose; None: the step's own `next`
+    decision: Mapping[str, Any] = field(default_factory=dict)  # what it chose and why, for the log row
+    end_reason: str = ""  # why the run ends here, when next_key is END
 
 
 class ActionExecutor(Protocol):
@@ -324,9 +359,87 @@ class RemoveTag(_TagAction):
     add = False
 
 
+class BranchStep:
+    """The first branch whose conditions all hold, else the default; the values that chose it are logged."""
+
+    action_type = ActionType.BRANCH
+    external = False
+
+    def execute(self, run: StepRun) -> ActionResult:
+        config = cast(BranchConfig, run.step.config)
+        facts = run.facts()
+        values: dict[str, Any] = {}
+        taken = None
+        for branch in config.branches:
+            for condition in branch.conditions:
+                values.setdefault(condition.field, condition.lookup(facts))
+            if all_hold(branch.conditions, facts):
+                taken = branch
+                break
+        target = taken.next if taken else config.default
+        name = taken.name if taken else None
+        decision = {"kind": "branch", "branch": name, "default": taken is None, "values": values, "next": target}
+        return ActionResult(
+            {"branch": name, "default": taken is None, "next": target},
+            next_key=target,
+            decision=decision,
+            end_reason=ENDED_BY_STEP if target == END else "",
+        )
+
+
+class SplitStep:
+    """A weighted path by the run's bucket: a hash of the run id, so a retry or a crash keeps the path."""
+
+    action_type = ActionType.SPLIT
+    external = False
+
+    def execute(self, run: StepRun) -> ActionResult:
+        config = cast(SplitConfig, run.step.config)
+        bucket = split_bucket(run.execution_id, run.step.key)
+        path = config.path_for(bucket)
+        decision = {"kind": "split", "bucket": bucket, "path": path.name, "next": path.next}
+        return ActionResult(
+            {"bucket": bucket, "path": path.name, "next": path.next},
+            next_key=path.next,
+            decision=decision,
+            end_reason=ENDED_BY_STEP if path.next == END else "",
+        )
+
+
+class EndStep:
+    action_type = ActionType.END
+    external = False
+
+    def execute(self, run: StepRun) -> ActionResult:
+        return ActionResult({"ended": True}, next_key=END, decision={"kind": "end"}, end_reason=ENDED_BY_STEP)
+
+
+class WaitForEventStep:
+    """Placeholder until the events helper's executor lands: waiting for an event is not carried out here."""
+
+    action_type = ActionType.WAIT_FOR_EVENT
+    external = False
+
+    def execute(self, run: StepRun) -> ActionResult:
+        raise ValidationFailure("wait_for_event: waiting for an event is not available on this server yet")
+
+
 EXECUTORS: dict[ActionType, ActionExecutor] = {
     executor.action_type: executor
-    for executor in (SendEmail(), SendSms(), SendVoice(), Webhook(), Wait(), UpdateContact(), AddTag(), RemoveTag())
+    for executor in (
+        SendEmail(),
+        SendSms(),
+        SendVoice(),
+        Webhook(),
+        Wait(),
+        UpdateContact(),
+        AddTag(),
+        RemoveTag(),
+        BranchStep(),
+        SplitStep(),
+        EndStep(),
+        WaitForEventStep(),
+    )
 }
 
 

@@ -58,7 +58,7 @@ class WorkflowService:
             workflow = Workflow(account_id=account_id, name=name.strip(), description=description or "")
             _apply_trigger(workflow, definition)
             workflow.save(force_insert=True)
-            _replace_steps(workflow, steps)
+            _replace_steps(workflow, steps, definition)
         return workflow
 
     def update(
@@ -104,7 +104,7 @@ class WorkflowService:
                 ]
             )
             if steps is not UNCHANGED:
-                _replace_steps(workflow, steps)
+                _replace_steps(workflow, steps, definition)
         return workflow
 
     def publish(
@@ -281,15 +281,19 @@ def _draft_steps(workflow: Workflow) -> list[dict[str, Any]]:
     return [step.as_dict() for step in WorkflowStep.objects.filter(workflow=workflow).order_by("position", "id")]
 
 
-def _replace_steps(workflow: Workflow, steps: Sequence[Mapping[str, Any]]) -> None:
+def _replace_steps(workflow: Workflow, steps: Sequence[Mapping[str, Any]], definition: WorkflowDefinition) -> None:
+    """The draft's rows: each step with its key (the author's, or the generated `step_<n>`) and its `next`
+    as the author wrote it (blank: the following step). The definition was checked: it has every step."""
     WorkflowStep.objects.filter(workflow=workflow).delete()
     WorkflowStep.objects.bulk_create(
         WorkflowStep(
             workflow=workflow,
             position=index,
+            key=parsed.key,
             name=(raw.get("name") or "").strip(),
             action_type=raw["action_type"],
             config=dict(raw.get("config") or {}),
+            next_key=parsed.explicit_next,
         )
-        for index, raw in enumerate(steps)
+        for index, (raw, parsed) in enumerate(zip(steps, definition.steps, strict=True))
     )

@@ -15,19 +15,28 @@ once with the log row that records them.
 
 from __future__ import annotations
 
+import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
+from uuid import UUID
 
 from contacts.domain.model import ConsentState, ContactError, normalize_tag
 from integrations.domain.channels import header_value_problem
+from workflows.domain.conditions import EVENT_ROOTS, RUN_ROOTS, Condition, parse_conditions
+from workflows.domain.triggers import EVENT_NAME
 from workflows.domain.validation import Reader, is_template
 
-MAX_STEPS = 100
+MAX_STEPS = 200
+MAX_BRANCHES = 20
+MAX_SPLIT_PATHS = 10
+END = "$end"  # a `next` that ends the run
+ENDED_BY_STEP = "ended by step"
+STEP_KEY = re.compile(r"[a-z0-9_]{1,64}")
 MAX_STEP_NAME = 200
 MAX_WAIT_SECONDS = 366 * 24 * 3600
 MAX_ATTEMPTS_LIMIT = 20
@@ -53,8 +62,8 @@ RESERVED_HEADERS = frozenset(
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")
 _CUSTOM_FIELD_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 _DURATION = re.compile(
-    r"\s*(?:(?P<w>\d+)\s*w)?\s*(?:(?P<d>\d+)\s*d)?\s*(?:(?P<h>\d+)\s*h)?\s*(?:(?P<m>\d+)\s*m)?"
-    r"\s*(?:(?P<s>\d+(?:\.\d+)?)\s*s)?\s*",
+    r"\s*(?:(?P<w>\d+)\s*w(?:eeks?)?)?\s*(?:(?P<d>\d+)\s*d(?:ays?)?)?\s*(?:(?P<h>\d+)\s*h(?:ours?)?)?"
+    r"\s*(?:(?P<m>\d+)\s*m(?:in(?:ute)?s?)?)?\s*(?:(?P<s>\d+(?:\.\d+)?)\s*s(?:ec(?:ond)?s?)?)?\s*",
     re.IGNORECASE,
 )
 _UNIT_SECONDS = {"w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1}
@@ -71,6 +80,16 @@ class ActionType(StrEnum):
     UPDATE_CONTACT = "update_contact"
     ADD_TAG = "add_tag"
     REMOVE_TAG = "remove_tag"
+    BRANCH = "branch"  # the first branch whose conditions all hold, else the default
+    SPLIT = "split"  # a weighted path picked by a hash of the run id
+    WAIT_FOR_EVENT = "wait_for_event"  # until an event happens to the contact, or a timeout
+    END = "end"  # the run completes at once
+
+
+# Steps that choose their own way on: their paths are in their config, and their own `next` is refused.
+DECIDING_ACTIONS = frozenset({ActionType.BRANCH, ActionType.SPLIT, ActionType.END})
+# Steps a loop must pass through: a cycle without one would spin without ever waiting.
+WAITING_ACTIONS = frozenset({ActionType.WAIT, ActionType.WAIT_FOR_EVENT})
 
 
 EXTERNAL_ACTIONS = frozenset({ActionType.SEND_EMAIL, ActionType.SEND_SMS, ActionType.SEND_VOICE, ActionType.WEBHOOK})
@@ -144,9 +163,85 @@ class TagConfig:
     tag: str  # normalized, or a template normalized when the step runs
 
 
+@dataclass(frozen=True)
+class Branch:
+    name: str
+    conditions: tuple[Condition, ...]
+    next: str  # a step key, or END
+
+
+@dataclass(frozen=True)
+class BranchConfig:
+    branches: tuple[Branch, ...]
+    default: str  # a step key, or END
+
+
+@dataclass(frozen=True)
+class SplitPath:
+    name: str
+    weight: int  # 1-100; a split's weights sum to 100
+    next: str
+
+
+@dataclass(frozen=True)
+class SplitConfig:
+    paths: tuple[SplitPath, ...]
+
+    def path_for(self, bucket: int) -> SplitPath:
+        """The path a bucket (0-99) falls in: the first `weight` buckets go to the first path, and so on."""
+        upto = 0
+        for path in self.paths:
+            upto += path.weight
+            if bucket < upto:
+                return path
+        return self.paths[-1]
+
+
+def split_bucket(run_id: UUID, step_key: str) -> int:
+    """A run's bucket (0-99) at a split: a hash of the run id (and the split's key, so two splits of one
+    run are independent). The same run always gets the same bucket: a retry or a crash keeps its path."""
+    digest = hashlib.sha256(f"{run_id}:{step_key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % 100
+
+
+@dataclass(frozen=True)
+class WaitForEventConfig:
+    event: str
+    match: Any  # checked per event; its meaning is the events' (workflows.domain.actions._event_match)
+    timeout: float  # seconds
+    on_timeout: str  # a step key, or END
+
+
+@dataclass(frozen=True)
+class EndConfig:
+    pass
+
+
 ActionConfig = (
-    SendEmailConfig | SendSmsConfig | SendVoiceConfig | WebhookConfig | WaitConfig | UpdateContactConfig | TagConfig
+    SendEmailConfig
+    | SendSmsConfig
+    | SendVoiceConfig
+    | WebhookConfig
+    | WaitConfig
+    | UpdateContactConfig
+    | TagConfig
+    | BranchConfig
+    | SplitConfig
+    | WaitForEventConfig
+    | EndConfig
 )
+
+
+def config_exits(config: ActionConfig, path: str) -> list[tuple[str, str]]:
+    """Where a step's config may send the run: (field path, step key or END), for the graph's checks."""
+    if isinstance(config, BranchConfig):
+        exits = [(f"{path}.branches[{i}].next", b.next) for i, b in enumerate(config.branches)]
+        return [*exits, (f"{path}.default", config.default)]
+    if isinstance(config, SplitConfig):
+        return [(f"{path}.paths[{i}].next", p.next) for i, p in enumerate(config.paths)]
+    if isinstance(config, WaitForEventConfig):
+        return [(f"{path}.on_timeout", config.on_timeout)]
+    return []
 
 
 # --- parsing ----------------------------------------------------------------------------------
@@ -286,8 +381,8 @@ def _wait(r: Reader) -> WaitConfig:
     return WaitConfig(seconds=seconds, until=until)
 
 
-def _duration_seconds(r: Reader, value: Any) -> float | None:
-    path = r.at("duration")
+def _duration_seconds(r: Reader, value: Any, key: str = "duration") -> float | None:
+    path = r.at(key)
     if isinstance(value, bool):
         r.error(path, 'must be a number of seconds or a text like "90s", "3h", "2d 12h"')
         return None
@@ -385,6 +480,179 @@ def _tag(r: Reader) -> TagConfig:
         return TagConfig(tag="")
 
 
+def _target(r: Reader, key: str) -> str:
+    """A step key (that it names a step is the graph's check) or END."""
+    return _check_target(r, r.get(key), r.at(key))
+
+
+def _item_target(r: Reader, item: Mapping[str, Any], path: str) -> str:
+    return _check_target(r, item.get("next"), f"{path}.next")
+
+
+def _check_target(r: Reader, value: Any, path: str) -> str:
+    if value is None or value == "":
+        r.error(path, f'is required: a step key, or "{END}" to end the run')
+        return ""
+    if not isinstance(value, str) or not (value == END or STEP_KEY.fullmatch(value)):
+        r.error(path, f'must be a step key (a-z, 0-9, _; at most 64) or "{END}"')
+        return ""
+    return value
+
+
+def _items(r: Reader, key: str, *, minimum: int, maximum: int) -> list[tuple[str, Mapping[str, Any]]]:
+    raw = r.get(key)
+    path = r.at(key)
+    if not isinstance(raw, list) or len(raw) < minimum:
+        r.error(path, f"must be a list of at least {minimum}")
+        return []
+    if len(raw) > maximum:
+        r.error(path, f"must have at most {maximum} entries")
+        return []
+    items = []
+    for index, item in enumerate(raw):
+        item_path = f"{path}[{index}]"
+        if not isinstance(item, Mapping):
+            r.error(item_path, "must be an object")
+            continue
+        items.append((item_path, item))
+    return items
+
+
+def _name(r: Reader, item: Mapping[str, Any], path: str, index: int, names: set[str]) -> str:
+    name = item.get("name")
+    if name is None or name == "":
+        name = f"{chr(ord('A') + index)}" if index < 26 else f"path {index + 1}"
+    if not isinstance(name, str) or len(name) > MAX_STEP_NAME:
+        r.error(f"{path}.name", f"must be a text of at most {MAX_STEP_NAME} characters")
+        return ""
+    if name in names:
+        r.error(f"{path}.name", f"{name!r} is used twice in this step")
+    names.add(name)
+    return name
+
+
+def _branch(r: Reader) -> BranchConfig:
+    branches = []
+    names: set[str] = set()
+    for index, (path, item) in enumerate(_items(r, "branches", minimum=1, maximum=MAX_BRANCHES)):
+        for extra in item:
+            if extra not in ("name", "conditions", "next"):
+                r.error(f"{path}.{extra}", "is not a known setting; expected name, conditions, next")
+        name = _name(r, item, path, index, names)
+        conditions = parse_conditions(
+            item.get("conditions"), f"{path}.conditions", r.errors, roots=RUN_ROOTS, allow_empty=False
+        )
+        branches.append(Branch(name=name, conditions=tuple(conditions), next=_item_target(r, item, path)))
+    return BranchConfig(branches=tuple(branches), default=_target(r, "default"))
+
+
+def _split(r: Reader) -> SplitConfig:
+    paths = []
+    names: set[str] = set()
+    items = _items(r, "paths", minimum=2, maximum=MAX_SPLIT_PATHS)
+    for index, (path, item) in enumerate(items):
+        for extra in item:
+            if extra not in ("name", "weight", "next"):
+                r.error(f"{path}.{extra}", "is not a known setting; expected name, weight, next")
+        name = _name(r, item, path, index, names)
+        weight = item.get("weight")
+        if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 100:
+            r.error(f"{path}.weight", "must be a whole number from 1 to 100")
+            weight = 0
+        paths.append(SplitPath(name=name, weight=weight, next=_item_target(r, item, path)))
+    total = sum(p.weight for p in paths)
+    if paths and len(paths) == len(items) and all(p.weight for p in paths) and total != 100:
+        r.error(r.at("paths"), f"the weights must sum to 100 (they sum to {total})")
+    return SplitConfig(paths=tuple(paths))
+
+
+def _wait_for_event(r: Reader) -> WaitForEventConfig:
+    event = r.string(
+        "event",
+        required=True,
+        max_length=100,
+        pattern=EVENT_NAME,
+        pattern_reason="an event name is letters, digits and . _ : - (at most 100), e.g. email.clicked",
+    )
+    raw_match = r.get("match")
+    match = _event_match(r, event or "", raw_match if raw_match is not None else {})
+    seconds = None
+    timeout = r.get("timeout")
+    if timeout is None:
+        r.error(r.at("timeout"), 'is required: how long to wait, e.g. "3 days" or a number of seconds')
+    else:
+        seconds = _duration_seconds(r, timeout, key="timeout")
+    return WaitForEventConfig(
+        event=event or "", match=match, timeout=seconds or 0.0, on_timeout=_target(r, "on_timeout")
+    )
+
+
+# What a wait may match, per event (the CONTRACT); any other (custom) event: conditions over its data.
+_MATCH_KEYS: dict[str, tuple[str, ...]] = {
+    "tag.added": ("tag",),
+    "tag.removed": ("tag",),
+    "contact.updated": ("field", "value"),
+    "email.opened": ("step",),
+    "email.clicked": ("step", "link"),
+    "sms.replied": ("contains",),
+}
+
+
+def _event_match(r: Reader, event: str, raw: Any) -> dict[str, Any]:
+    path = r.at("match")
+    if not isinstance(raw, Mapping):
+        r.error(path, "must be an object")
+        return {}
+    allowed = _MATCH_KEYS.get(event, ("conditions",))
+    match: dict[str, Any] = {}
+    for key, value in raw.items():
+        key_path = f"{path}.{key}"
+        if key not in allowed:
+            expected = ", ".join(allowed)
+            r.error(key_path, f"is not a known setting for {event or 'this event'}; expected one of: {expected}")
+        elif key == "conditions":
+            conditions = parse_conditions(value, key_path, r.errors, roots=EVENT_ROOTS)
+            match[key] = [c.as_dict() for c in conditions]
+        elif key == "tag":
+            if not isinstance(value, str):
+                r.error(key_path, "must be a string")
+                continue
+            try:
+                match[key] = normalize_tag(value)
+            except ContactError as exc:
+                r.error(key_path, exc.reason)
+        elif key == "step":
+            if not isinstance(value, str) or not STEP_KEY.fullmatch(value):
+                r.error(key_path, "must be the key of an email step of this workflow")
+            else:
+                match[key] = value
+        elif key == "link":
+            problem = http_url_problem(value) if isinstance(value, str) else "must be a URL"
+            if problem:
+                r.error(key_path, problem)
+            else:
+                match[key] = value
+        elif key == "value":
+            if not isinstance(value, str | int | float | bool):
+                r.error(key_path, "must be a string, number or boolean")
+            else:
+                match[key] = value
+        elif not isinstance(value, str) or not value or len(value) > 200:
+            r.error(key_path, "must be a text of at most 200 characters")
+        else:
+            match[key] = value
+    clean = not any(e.path.startswith(path) for e in r.errors)
+    if event == "contact.updated" and "field" not in raw and clean:
+        r.error(f"{path}.field", "is required: which contact field must change")
+    if event in ("tag.added", "tag.removed") and "tag" not in raw and clean:
+        r.error(f"{path}.tag", "is required: which tag")
+    return match
+
+
+def _end(r: Reader) -> EndConfig:
+    return EndConfig()
+
+
 _PARSERS: dict[ActionType, Callable[[Reader], ActionConfig]] = {
     ActionType.SEND_EMAIL: _send_email,
     ActionType.SEND_SMS: _send_sms,
@@ -394,6 +662,10 @@ _PARSERS: dict[ActionType, Callable[[Reader], ActionConfig]] = {
     ActionType.UPDATE_CONTACT: _update_contact,
     ActionType.ADD_TAG: _tag,
     ActionType.REMOVE_TAG: _tag,
+    ActionType.BRANCH: _branch,
+    ActionType.SPLIT: _split,
+    ActionType.WAIT_FOR_EVENT: _wait_for_event,
+    ActionType.END: _end,
 }
 _KEYS: dict[ActionType, tuple[str, ...]] = {
     ActionType.SEND_EMAIL: ("subject", "text", "html"),
@@ -404,4 +676,8 @@ _KEYS: dict[ActionType, tuple[str, ...]] = {
     ActionType.UPDATE_CONTACT: ("fields", "custom_fields"),
     ActionType.ADD_TAG: ("tag",),
     ActionType.REMOVE_TAG: ("tag",),
+    ActionType.BRANCH: ("branches", "default"),
+    ActionType.SPLIT: ("paths",),
+    ActionType.WAIT_FOR_EVENT: ("event", "match", "timeout", "on_timeout"),
+    ActionType.END: (),
 }

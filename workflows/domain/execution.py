@@ -146,6 +146,22 @@ class MoveKind(Enum):
     END_WAIT = "end_wait"  # queue a `workflow_resume` job due at resume_at
 
 
+MAX_STEP_VISITS = 1000  # steps one run may go through: a loop (which must wait) cannot cycle forever
+LOOP_CAPPED = "loop_capped"
+
+
+@dataclass(frozen=True)
+class Goto:
+    """Where a run goes next: a step (its index in the version and its key), or the end (index None)."""
+
+    index: int | None
+    key: str
+
+    @property
+    def ends(self) -> bool:
+        return self.index is None
+
+
 @dataclass(frozen=True)
 class NextMove:
     kind: MoveKind
@@ -171,6 +187,8 @@ class Execution:
     status: ExecutionStatus
     step_count: int
     current_step_index: int = 0
+    current_step_key: str = ""  # the key of the step at current_step_index ("" once the steps are done)
+    end_reason: str = ""  # why it completed, when a step or a goal ended it early ("ended by step")
     retry_count: int = 0  # failed attempts of the current step so far; the next attempt is retry_count + 1
     manual_retries: int = 0  # operators' retries after FAILED: each sends its steps' webhooks as new messages
     resume_at: datetime | None = None  # end of a wait, or when a queued retry is due
@@ -184,13 +202,18 @@ class Execution:
 
     # --- starting ------------------------------------------------------------------
     @classmethod
-    def start(cls, *, step_count: int, trigger_data: dict[str, Any], event: str = "") -> tuple[Execution, NextMove]:
+    def start(
+        cls, *, step_count: int, trigger_data: dict[str, Any], event: str = "", first_key: str = ""
+    ) -> tuple[Execution, NextMove]:
         if step_count < 1:
             raise ValueError("a run needs at least one step")
         run = cls(
             status=ExecutionStatus.QUEUED,
             step_count=step_count,
-            context={"event": event, "trigger": dict(trigger_data), "steps": []},
+            current_step_key=first_key,
+            # `path`: the keys of the steps it went through, in order; `step_keys`: whose result each
+            # entry of `steps` is (so a condition can read `steps.<key>`).
+            context={"event": event, "trigger": dict(trigger_data), "steps": [], "step_keys": [], "path": [first_key]},
             context_changed=True,
         )
         return run, NextMove(MoveKind.RUN_STEP)
@@ -224,15 +247,21 @@ class Execution:
         if self.status is ExecutionStatus.PAUSED:
             self.paused_from = ExecutionStatus.QUEUED
 
-    def step_succeeded(self, now: datetime, result: dict[str, Any]) -> NextMove:
-        """The current step is done (or skipped on purpose): advance, and say what comes next."""
+    def step_succeeded(
+        self, now: datetime, result: dict[str, Any], to: Goto | None = None, *, reason: str = ""
+    ) -> NextMove:
+        """The current step is done (or skipped on purpose): go to `to` (None: the following step), and say
+        what comes next. `reason`: why the run ends here, when `to` is the end ("ended by step")."""
         if self.status is ExecutionStatus.CANCELLED:
             return NextMove.nothing()  # logged, but a cancelled run never moves again
         self._require_step_in_flight("finish a step of")
         self._add_result(result)
-        self.current_step_index += 1
         self.retry_count = 0
         self.resume_at = None
+        if not self._go(to, now):
+            return NextMove.nothing()
+        if to is not None and to.ends and reason:
+            self.end_reason = reason
         return self._after_step(now)
 
     def step_failed(self, now: datetime, *, error: str, category: str, retry_delay: float | None) -> NextMove:
@@ -255,12 +284,13 @@ class Execution:
         self._move(ExecutionStatus.QUEUED, "retry a step of")
         return NextMove(MoveKind.RUN_STEP, due)
 
-    def begin_wait(self, now: datetime, until: datetime, result: dict[str, Any]) -> NextMove:
-        """A wait step: the step itself is done at once; the run then waits until `until` before the next."""
+    def begin_wait(self, now: datetime, until: datetime, result: dict[str, Any], to: Goto | None = None) -> NextMove:
+        """A wait step: the step itself is done at once; the run then waits until `until` before going to `to`."""
         self._require(ExecutionStatus.ACTIVE, "wait in")
         self._add_result(result)
-        self.current_step_index += 1
         self.retry_count = 0
+        if not self._go(to, now):
+            return NextMove.nothing()
         if until <= now:  # a date already past: nothing to wait for
             self.resume_at = None
             return self._after_step(now)
@@ -343,9 +373,39 @@ class Execution:
 
     # --- helpers --------------------------------------------------------------------------
     def _add_result(self, result: dict[str, Any]) -> None:
-        """What the step returned, for later steps' templates (`steps.N`)."""
+        """What the step returned, for later steps' templates (`steps.N`) and conditions (`steps.<key>`)."""
         self.context.setdefault("steps", []).append(result)
+        if "step_keys" in self.context:  # runs started before the graph have none: their steps are in order
+            self.context["step_keys"].append(self.current_step_key)
         self.context_changed = True
+
+    def _go(self, to: Goto | None, now: datetime) -> bool:
+        """Move to the step `to` names (None: the following one in order). False: the loop cap was reached and
+        the run failed instead."""
+        if to is None:
+            self.current_step_index += 1
+            self.current_step_key = ""
+        elif to.index is None:
+            self.current_step_index = self.step_count
+            self.current_step_key = ""
+        else:
+            self.current_step_index = to.index
+            self.current_step_key = to.key
+        if self.is_finished_with_steps:
+            self.current_step_key = ""
+            return True
+        path = self.context.get("path")
+        if isinstance(path, list) and to is not None:
+            if len(path) >= MAX_STEP_VISITS:
+                self.last_error = (
+                    f"the run went through {MAX_STEP_VISITS} steps: a loop is capped so a run cannot cycle forever"
+                )
+                self.last_error_category = LOOP_CAPPED
+                self._move(ExecutionStatus.FAILED, "fail")
+                self._ended(now)
+                return False
+            path.append(self.current_step_key)
+        return True
 
     def _after_step(self, now: datetime) -> NextMove:
         if self.is_finished_with_steps:
@@ -379,3 +439,13 @@ class Execution:
 
     def _move(self, target: ExecutionStatus, action: str) -> None:
         self.status = check_transition(self.status, target, action)
+
+
+def run_path(context: Any, current_step_index: int, step_count: int) -> list[str]:
+    """The keys of the steps a run went through, in order. A run started before steps had keys went
+    through its version's steps in order, up to where it is: their keys are step_1, step_2, ..."""
+    path = context.get("path") if isinstance(context, dict) else None
+    if isinstance(path, list):
+        return [str(key) for key in path]
+    reached = min(current_step_index + 1, step_count)
+    return [f"step_{n}" for n in range(1, reached + 1)]

@@ -15,10 +15,20 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, cast
+from typing import Any
 
 from contacts.domain.model import ContactError, normalize_tag
+from workflows.domain.conditions import (
+    CONTACT_FIELDS,
+    CONTACT_ROOTS,
+    MAX_CONDITIONS,
+    Condition,
+    ConditionOp,
+    parse_conditions,
+)
 from workflows.domain.validation import Reader
+
+__all__ = ["CONTACT_FILTER_FIELDS", "MAX_CONDITIONS", "ConditionOp", "ContactCondition"]
 
 TAG_EVENTS = frozenset({"tag.added", "tag.removed"})
 # A deleted contact's runs are deleted with it: nothing can run for it.
@@ -34,8 +44,7 @@ BUILTIN_EVENTS = (
     "sms.replied",
 )
 EVENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,99}")
-MAX_CONDITIONS = 20
-CONTACT_FILTER_FIELDS = ("email", "phone", "first_name", "last_name", "tags", "unsubscribed", "sms_opted_out")
+CONTACT_FILTER_FIELDS = CONTACT_FIELDS
 
 
 class TriggerType(StrEnum):
@@ -50,73 +59,8 @@ class Reenrollment(StrEnum):
     ALWAYS = "always"  # again, even while an earlier run is in progress
 
 
-class ConditionOp(StrEnum):
-    EQUALS = "equals"
-    NOT_EQUALS = "not_equals"
-    CONTAINS = "contains"
-    NOT_CONTAINS = "not_contains"
-    IS_SET = "is_set"
-    IS_NOT_SET = "is_not_set"
-    GREATER_THAN = "greater_than"
-    LESS_THAN = "less_than"
-
-
-_NO_VALUE_OPS = frozenset({ConditionOp.IS_SET, ConditionOp.IS_NOT_SET})
-_NUMERIC_OPS = frozenset({ConditionOp.GREATER_THAN, ConditionOp.LESS_THAN})
-
-
-@dataclass(frozen=True)
-class ContactCondition:
-    """One test on the contact; a trigger's filter matches when all of its conditions do."""
-
-    field: str  # a contact field, or `custom_fields.<key>`
-    op: ConditionOp
-    value: Any = None
-
-    def matches(self, contact: Mapping[str, Any]) -> bool:
-        actual = _lookup(contact, self.field)
-        op = self.op
-        if op is ConditionOp.IS_SET:
-            return _is_set(actual)
-        if op is ConditionOp.IS_NOT_SET:
-            return not _is_set(actual)
-        if op in _NUMERIC_OPS:
-            if isinstance(actual, bool) or not isinstance(actual, int | float):
-                return False
-            return actual > self.value if op is ConditionOp.GREATER_THAN else actual < self.value
-        if op in (ConditionOp.CONTAINS, ConditionOp.NOT_CONTAINS):
-            found = _contains(actual, self.value, tags=self.field == "tags")
-            return found if op is ConditionOp.CONTAINS else not found
-        equal = _fold(actual) == _fold(self.value)
-        return equal if op is ConditionOp.EQUALS else not equal
-
-
-def _lookup(contact: Mapping[str, Any], path: str) -> Any:
-    if path.startswith("custom_fields."):
-        return (contact.get("custom_fields") or {}).get(path.split(".", 1)[1])
-    return contact.get(path)
-
-
-def _is_set(value: Any) -> bool:
-    return value not in (None, "", [], {})
-
-
-def _fold(value: Any) -> Any:
-    """Text compares case-insensitively and without surrounding spaces: `Pro` equals `pro `."""
-    return value.strip().casefold() if isinstance(value, str) else value
-
-
-def _contains(actual: Any, wanted: Any, *, tags: bool) -> bool:
-    if isinstance(actual, list):
-        if tags and isinstance(wanted, str):
-            try:
-                return normalize_tag(wanted) in actual
-            except ContactError:
-                return False
-        return any(_fold(item) == _fold(wanted) for item in actual)
-    if isinstance(actual, str) and isinstance(wanted, str):
-        return _fold(wanted) in _fold(actual)
-    return False
+# The condition language lives in workflows.domain.conditions; a trigger filter reads the contact only.
+ContactCondition = Condition
 
 
 @dataclass(frozen=True)
@@ -197,46 +141,4 @@ def contact_matches(conditions: tuple[ContactCondition, ...] | list[ContactCondi
 
 def _parse_conditions(reader: Reader) -> list[ContactCondition]:
     raw = reader.get("filter")
-    path = reader.at("filter")
-    if raw is None or raw == []:
-        return []
-    if not isinstance(raw, list):
-        reader.error(path, "must be a list of conditions")
-        return []
-    if len(raw) > MAX_CONDITIONS:
-        reader.error(path, f"must have at most {MAX_CONDITIONS} conditions")
-        return []
-    conditions = []
-    for index, item in enumerate(raw):
-        item_path = f"{path}[{index}]"
-        if not isinstance(item, Mapping):
-            reader.error(item_path, "must be an object with field, op and value")
-            continue
-        before = len(reader.errors)
-        field = item.get("field")
-        if not isinstance(field, str) or not (
-            field in CONTACT_FILTER_FIELDS or (field.startswith("custom_fields.") and len(field) > 14)
-        ):
-            reader.error(
-                f"{item_path}.field",
-                f"must be one of: {', '.join(CONTACT_FILTER_FIELDS)}, or custom_fields.<name>",
-            )
-        op_raw = item.get("op")
-        op = ConditionOp(op_raw) if isinstance(op_raw, str) and op_raw in {o.value for o in ConditionOp} else None
-        if op is None:
-            reader.error(f"{item_path}.op", f"must be one of: {', '.join(o.value for o in ConditionOp)}")
-        value = item.get("value")
-        if op is not None and op not in _NO_VALUE_OPS:
-            if value is None:
-                reader.error(f"{item_path}.value", f"is required for {op.value}")
-            elif op in _NUMERIC_OPS and (isinstance(value, bool) or not isinstance(value, int | float)):
-                reader.error(f"{item_path}.value", f"must be a number for {op.value}")
-            elif not isinstance(value, str | int | float | bool):
-                reader.error(f"{item_path}.value", "must be a string, number or boolean")
-        for key in item:
-            if key not in ("field", "op", "value"):
-                reader.error(f"{item_path}.{key}", "is not a known setting; expected field, op, value")
-        if len(reader.errors) == before and op is not None:
-            condition = ContactCondition(field=cast(str, field), op=op, value=None if op in _NO_VALUE_OPS else value)
-            conditions.append(condition)  # field was checked above: no error, so it is one of the allowed names
-    return conditions
+    return parse_conditions(raw, reader.at("filter"), reader.errors, roots=CONTACT_ROOTS)

@@ -8,14 +8,18 @@ version it started with to its end, however often the draft changes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
 from workflows.domain.actions import (
+    DECIDING_ACTIONS,
+    END,
     MAX_STEP_NAME,
     MAX_STEPS,
+    STEP_KEY,
     ActionConfig,
     ActionType,
     RetryOverrides,
@@ -23,6 +27,8 @@ from workflows.domain.actions import (
     parse_retry_overrides,
 )
 from workflows.domain.errors import FieldError, IllegalWorkflowTransition, WorkflowValidationError
+from workflows.domain.execution import Goto
+from workflows.domain.graph import check_graph
 from workflows.domain.triggers import Reenrollment, Trigger, parse_trigger
 from workflows.domain.validation import Reader, ValidationContext
 
@@ -72,10 +78,23 @@ class Step:
     config: ActionConfig  # typed, checked
     retry: RetryOverrides
     raw_config: Mapping[str, Any]  # as stored
+    key: str = ""  # stable, unique in the workflow (generated `step_<n>` when the author gave none)
+    next: str = END  # the key of the step that follows (the following one in order unless said), or END
+    explicit_next: str = ""  # the `next` the author wrote ("" = none: the following step)
+    # Every place this step may send the run, by key (its `next`, its branches' and paths' targets, END).
+    targets: Mapping[str, Goto] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def label(self) -> str:
         return self.name or self.action_type.value
+
+    @property
+    def goto(self) -> Goto:
+        """Where the run goes when this step is done (a deciding step picks among `targets` instead)."""
+        return self.targets.get(self.next) or Goto(None, END)
+
+    def goto_key(self, key: str) -> Goto:
+        return self.targets.get(key) or Goto(None, END)
 
 
 @dataclass(frozen=True)
@@ -130,13 +149,31 @@ def _parse_steps(raw_steps: Any, context: ValidationContext, path: str, errors: 
         errors.append(FieldError(path, f"must have at most {MAX_STEPS} steps"))
         return ()
     steps = []
+    before = len(errors)
     for index, raw in enumerate(raw_steps):
         step_path = f"{path}[{index}]"
         step_reader = Reader(raw, step_path, context)
         name = step_reader.string("name", max_length=MAX_STEP_NAME, default="") or ""
         kind = step_reader.string("action_type", required=True, max_length=50, choices=[a.value for a in ActionType])
+        key = step_reader.string(
+            "key",
+            max_length=64,
+            pattern=STEP_KEY,
+            pattern_reason="a step key is 1 to 64 of a-z, 0-9 and _ (e.g. welcome_email)",
+        )
+        explicit_next = step_reader.string(
+            "next",
+            max_length=64,
+            pattern=_NEXT,
+            pattern_reason=f'must be a step key (a-z, 0-9, _; at most 64) or "{END}"',
+        )
         step_reader.get("position")  # accepted for clients that send it; the list order decides
-        step_reader.refuse_unknown(["name", "action_type", "config", "position"])
+        step_reader.refuse_unknown(["key", "name", "action_type", "config", "next", "position"])
+        if explicit_next and kind in DECIDING_ACTIONS:
+            step_reader.error(
+                step_reader.at("next"),
+                f"a {kind} step chooses where the run goes in its config; it has no `next` of its own",
+            )
         errors.extend(step_reader.errors)
         if kind is None:
             continue
@@ -154,6 +191,45 @@ def _parse_steps(raw_steps: Any, context: ValidationContext, path: str, errors: 
                     config=config,
                     retry=retry,
                     raw_config=dict(config_reader.raw),
+                    key=key or "",
+                    explicit_next=explicit_next or "",
                 )
             )
-    return tuple(steps)
+    if len(errors) > before:
+        return tuple(steps)  # the graph is judged once every step reads
+    return _linked(steps, path, errors)
+
+
+_NEXT = re.compile(r"[a-z0-9_]{1,64}|\$end")
+
+
+def step_key_for(index: int) -> str:
+    """The key a step without one gets: `step_<n>`, n its 1-based position (what old versions got too)."""
+    return f"step_{index + 1}"
+
+
+def _linked(steps: list[Step], path: str, errors: list[FieldError]) -> tuple[Step, ...]:
+    """Give every step its key and its `next`, check the graph, and resolve every target to a Goto."""
+    keyed: list[Step] = []
+    seen: dict[str, int] = {}
+    for step in steps:
+        key = step.key or step_key_for(step.index)
+        if key in seen:
+            given = "" if step.key else " (generated for a step without a key: give this step a key)"
+            errors.append(
+                FieldError(f"{path}[{step.index}].key", f"{key!r} is also the key of steps[{seen[key]}]{given}")
+            )
+        seen.setdefault(key, step.index)
+        keyed.append(replace(step, key=key))
+    if errors:
+        return tuple(keyed)
+    linked = []
+    for position, step in enumerate(keyed):
+        following = keyed[position + 1].key if position + 1 < len(keyed) else END
+        linked.append(replace(step, next=step.explicit_next or following))
+    check_graph(linked, path, errors)
+    if errors:
+        return tuple(linked)
+    gotos = {step.key: Goto(step.index, step.key) for step in linked}
+    gotos[END] = Goto(None, END)
+    return tuple(replace(step, targets=gotos) for step in linked)

@@ -89,20 +89,31 @@ class WorkflowStep(models.Model):
 
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="steps")
     position = models.PositiveIntegerField()
+    # Stable in the workflow: `next` and the configs' paths name steps by key (generated `step_<n>`).
+    key = models.CharField(max_length=64, default="")
     name = models.CharField(max_length=200, blank=True, default="")
     action_type = models.CharField(max_length=32, choices=_choices(ActionType))
     config = models.JSONField(default=dict, blank=True)
+    # The key of the step that follows, or "$end"; blank: the following step in order.
+    next_key = models.CharField(max_length=64, blank=True, default="")
 
     class Meta:
         app_label = "workflows"
         ordering = ["workflow", "position", "id"]
-        constraints = [models.UniqueConstraint(fields=["workflow", "position"], name="workflow_step_position")]
+        constraints = [
+            models.UniqueConstraint(fields=["workflow", "position"], name="workflow_step_position"),
+            models.UniqueConstraint(fields=["workflow", "key"], name="workflow_step_key"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.position}. {self.name or self.action_type}"
 
     def as_dict(self) -> dict:
-        return {"name": self.name, "action_type": self.action_type, "config": self.config}
+        """The step as the REST body and a version's JSON hold it (`next` only when the author set one)."""
+        step = {"key": self.key, "name": self.name, "action_type": self.action_type, "config": self.config}
+        if self.next_key:
+            step["next"] = self.next_key
+        return step
 
 
 class WorkflowVersion(models.Model):
@@ -117,7 +128,7 @@ class WorkflowVersion(models.Model):
     trigger_tag = models.CharField(max_length=64, blank=True, default="")
     trigger_filter = models.JSONField(default=list, blank=True)
     reenrollment = models.CharField(max_length=16, choices=_choices(Reenrollment))
-    steps = models.JSONField(default=list)  # [{"name", "action_type", "config"}, ...] in order
+    steps = models.JSONField(default=list)  # [{"key", "name", "action_type", "config", "next"?}, ...] in order
     created_at = models.DateTimeField(auto_now_add=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -166,11 +177,16 @@ class WorkflowExecution(models.Model):
     contact = models.ForeignKey("contacts.Contact", on_delete=models.CASCADE, related_name="+")
     status = models.CharField(max_length=16, choices=_choices(ExecutionStatus), default=ExecutionStatus.QUEUED)
     current_step_index = models.PositiveIntegerField(default=0)
+    # Where the run is in the graph, by key ("" once its steps are done); the path is context["path"].
+    current_step_key = models.CharField(max_length=64, blank=True, default="")
+    # Why it completed early, when a step or a goal ended it ("ended by step", "goal met: Bought").
+    end_reason = models.CharField(max_length=300, blank=True, default="")
     step_count = models.PositiveIntegerField()
     retry_count = models.PositiveIntegerField(default=0)
     # Times an operator retried the run after it FAILED: each is a new message to webhook receivers (a new id).
     manual_retries = models.PositiveIntegerField(default=0)
-    context = models.JSONField(default=dict, blank=True)  # {"event", "trigger": {...}, "steps": [results]}
+    # {"event", "trigger": {...}, "steps": [results], "step_keys": [whose result], "path": [keys visited]}
+    context = models.JSONField(default=dict, blank=True)
     resume_at = models.DateTimeField(null=True, blank=True)
     paused_from = models.CharField(max_length=16, blank=True, default="")
     last_error = models.TextField(blank=True, default="")  # `Type: message`, redacted, <= 1,000
@@ -226,6 +242,7 @@ class ExecutionLog(models.Model):
 
     execution = models.ForeignKey(WorkflowExecution, on_delete=models.CASCADE, related_name="logs", db_index=False)
     step_index = models.PositiveIntegerField()
+    step_key = models.CharField(max_length=64, blank=True, default="")
     step_name = models.CharField(max_length=200, blank=True, default="")
     action_type = models.CharField(max_length=32)
     attempt_number = models.PositiveIntegerField()
@@ -235,6 +252,8 @@ class ExecutionLog(models.Model):
     error_category = models.CharField(max_length=20, blank=True, default="")
     error_details = models.TextField(blank=True, default="")  # the queue's stored-error rule
     response_data = models.JSONField(default=dict, blank=True)  # bounded and redacted (domain.logs)
+    # What a deciding step chose and why: {"kind": "branch", "branch": ..., "values": {...}, "next": ...}.
+    decision = models.JSONField(default=dict, blank=True)
 
     class Meta:
         app_label = "workflows"

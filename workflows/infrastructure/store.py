@@ -102,6 +102,8 @@ class RunRow:
     contact_id: int
     status: str
     current_step_index: int
+    current_step_key: str
+    end_reason: str
     step_count: int
     retry_count: int
     manual_retries: int
@@ -132,6 +134,8 @@ class RunRow:
             status=ExecutionStatus(self.status),
             step_count=self.step_count,
             current_step_index=self.current_step_index,
+            current_step_key=self.current_step_key,
+            end_reason=self.end_reason,
             retry_count=self.retry_count,
             manual_retries=self.manual_retries,
             resume_at=self.resume_at,
@@ -148,6 +152,8 @@ class RunRow:
         values = {
             "status": run.status.value,
             "current_step_index": run.current_step_index,
+            "current_step_key": run.current_step_key,
+            "end_reason": run.end_reason,
             "retry_count": run.retry_count,
             "manual_retries": run.manual_retries,
             "resume_at": run.resume_at,
@@ -175,6 +181,8 @@ _RUN_RECORDED = (
     "id",
     "status",
     "current_step_index",
+    "current_step_key",
+    "end_reason",
     "retry_count",
     "context",
     "resume_at",

@@ -107,7 +107,9 @@ def test_save_and_publish_then_edit_the_draft(admin_client, account):
     assert response.status_code == 302, response.content.decode()[:3000]
     workflow.refresh_from_db()
     assert [s.config for s in workflow.steps.all()] == [{"tag": "two"}, {"body": "b"}]
-    assert workflow.current_version.steps == [{"name": "", "action_type": "add_tag", "config": {"tag": "one"}}]
+    assert workflow.current_version.steps == [
+        {"key": "step_1", "name": "", "action_type": "add_tag", "config": {"tag": "one"}}
+    ]
     changelist = admin_client.get(reverse("admin:workflows_workflow_changelist"))
     assert changelist.status_code == 200
     response = admin_client.post(

@@ -72,10 +72,17 @@ def run_at(status: ExecutionStatus, *, step_count: int = 3, index: int = 0, **kw
 
 
 def test_start_queues_the_first_step():
-    run, move = Execution.start(step_count=2, trigger_data={"a": 1}, event="tag.added")
+    run, move = Execution.start(step_count=2, trigger_data={"a": 1}, event="tag.added", first_key="welcome")
     assert run.status is S.QUEUED
     assert run.current_step_index == 0
-    assert run.context == {"event": "tag.added", "trigger": {"a": 1}, "steps": []}
+    assert run.current_step_key == "welcome"
+    assert run.context == {
+        "event": "tag.added",
+        "trigger": {"a": 1},
+        "steps": [],
+        "step_keys": [],
+        "path": ["welcome"],
+    }
     assert move.kind is MoveKind.RUN_STEP
     assert move.at is None
 

@@ -201,7 +201,9 @@ def start_runs(
         assert version is not None  # the gate refuses a workflow without a published version
         rows, extras, specs = [], [], []
         for contact_id in eligible:
-            run, _ = Execution.start(step_count=len(version.definition.steps), trigger_data=data)
+            run, _ = Execution.start(
+                step_count=len(version.definition.steps), trigger_data=data, first_key=version.definition.steps[0].key
+            )
             row = _new_row(run, account_id=workflow_account, version=version, contact_id=contact_id, origin=origin)
             rows.append(row)
             extras.append(
@@ -378,7 +380,12 @@ def _create_run(
     origin: ChainOrigin | None,
     started_by_id: int | None,
 ) -> WorkflowExecution:
-    run, move = Execution.start(step_count=len(version.definition.steps), trigger_data=trigger_data, event=event)
+    run, move = Execution.start(
+        step_count=len(version.definition.steps),
+        trigger_data=trigger_data,
+        event=event,
+        first_key=version.definition.steps[0].key,
+    )
     row = _new_row(run, account_id=account_id, version=version, contact_id=contact_id, origin=origin)
     enact(row, run, move)
     extra = _extra(
@@ -406,6 +413,8 @@ def _new_row(
         contact_id=contact_id,
         status=run.status.value,
         current_step_index=run.current_step_index,
+        current_step_key=run.current_step_key,
+        end_reason="",
         step_count=run.step_count,
         retry_count=run.retry_count,
         manual_retries=0,

@@ -270,14 +270,17 @@ def settle(
     """The run's move after this attempt (applied to `run`) and the attempt's log row."""
     now = timezone.now()
     error_category = error_details = ""
+    chosen: dict[str, Any] = {}  # what a deciding step chose, and why
     if attempt.error is None:
         result = attempt.result
         assert result is not None  # an attempt without an error has its result
         data = bounded_response(result.data)
+        to = step.goto if result.next_key is None else step.goto_key(result.next_key)
         if result.wait_until is not None:
-            move = run.begin_wait(now, result.wait_until, data)
+            move = run.begin_wait(now, result.wait_until, data, to)
         else:
-            move = run.step_succeeded(now, data)
+            move = run.step_succeeded(now, data, to, reason=result.end_reason)
+        chosen = bounded_response(result.decision)
         outcome = StepOutcome.SKIPPED if result.skipped else StepOutcome.SUCCEEDED
     else:
         decision = step_retry_service().decide(error=attempt.error, attempt_number=attempt_number, overrides=step.retry)
@@ -306,6 +309,7 @@ def settle(
     return move, {
         "execution_id": row.id,
         "step_index": step.index,
+        "step_key": step.key,
         "step_name": step.label,
         "action_type": step.action_type.value,
         "attempt_number": attempt_number,
@@ -315,6 +319,7 @@ def settle(
         "error_category": error_category,
         "error_details": error_details,
         "response_data": data,
+        "decision": chosen,
     }
 
 
