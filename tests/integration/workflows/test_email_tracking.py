@@ -171,3 +171,52 @@ def test_what_a_runs_emails_came_to_by_step(account, contact, mail):
     assert email_engagement(run_id=str(run.pk), contact_id=contact.pk) == {
         "step_1": {"opened": True, "clicked": True, "links": [SALE]}
     }
+
+
+CLICK_FLOW = [
+    {"key": "welcome", **EMAIL_STEP},
+    {
+        "key": "wait_click",
+        "action_type": "wait_for_event",
+        "config": {"event": "email.clicked", "match": {"step": "welcome"}, "timeout": 3600, "on_timeout": "decide"},
+        "next": "decide",
+    },
+    {
+        "key": "decide",
+        "action_type": "branch",
+        "config": {
+            "branches": [
+                {
+                    "name": "Clicked",
+                    "conditions": [{"field": "steps.welcome.clicked", "op": "equals", "value": True}],
+                    "next": "tag_engaged",
+                }
+            ],
+            "default": "reminder",
+        },
+    },
+    {"key": "tag_engaged", "action_type": "add_tag", "config": {"tag": "engaged"}, "next": "$end"},
+    {"key": "reminder", "action_type": "send_email", "config": {"subject": "Reminder", "text": "Still on: sale."}},
+]
+
+
+def test_a_click_on_the_tracked_link_wakes_the_wait_and_the_branch_sees_it(account, contact, mail):
+    workflow = make_workflow(account, CLICK_FLOW)
+    run = start_run(workflow_id=workflow.pk, contact_id=contact.pk).execution
+    run_due_jobs()
+    run.refresh_from_db()
+    assert run.status == "waiting"
+    (click,) = tracked_links(parts(mail)[1], "c")
+    requests.get(click, allow_redirects=False, timeout=10)
+    run_due_jobs()
+    run.refresh_from_db()
+    assert run.status == "completed"
+    assert run.context["path"] == ["welcome", "wait_click", "decide", "tag_engaged"]
+    contact.refresh_from_db()
+    assert "engaged" in contact.tags
+    decisions = [
+        d for d in ExecutionLog.objects.filter(execution=run).order_by("id").values_list("decision", flat=True) if d
+    ]
+    assert [d["kind"] for d in decisions] == ["event", "branch"]
+    assert decisions[1]["values"] == {"steps.welcome.clicked": True}
+    assert len(mail.messages) == 1  # no reminder
