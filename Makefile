@@ -6,7 +6,7 @@ PY        := $(VENV)/bin/python
 STAMP     := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: run test test-unit typecheck venv install migrate demo lint format bench clean
+.PHONY: run test test-unit chaos typecheck venv install migrate demo lint format bench clean
 
 run: install migrate demo
 	@scripts/run-dev.sh
@@ -17,6 +17,16 @@ test: install
 # The database-free tier (domain rules, parsers, the API's conventions): seconds, no database needed.
 test-unit: install
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+# The chaos suite at full size (tests/chaos/README.md): real workers under kill -9, restarts, cut connections,
+# frozen processes, skewed clocks, checked against invariants I1-I9. PostgreSQL only (DATABASE_URL), at most
+# 15 minutes; each scenario's figures are appended to $(CHAOS_REPORT). `make test` runs the short form.
+CHAOS_REPORT ?= chaos-report.jsonl
+chaos: install
+	@rm -f $(CHAOS_REPORT)
+	RELAY_CHAOS=full RELAY_REQUIRE_POSTGRES=1 RELAY_CHAOS_REPORT=$(abspath $(CHAOS_REPORT)) \
+		timeout --signal=INT --kill-after=30 900 $(PY) -m pytest tests/chaos $(PYTEST_ARGS)
+	@cat $(CHAOS_REPORT)
 
 # mypy with the Django and DRF plugins over the whole tree (configured in pyproject.toml).
 typecheck: install

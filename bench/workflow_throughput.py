@@ -1,8 +1,11 @@
 #!/usr/bin/env python
-"""Workflow throughput: N runs of a three-step workflow carried out by real workers on PostgreSQL.
+"""Workflow throughput: N runs of a workflow carried out by real workers on PostgreSQL.
 
-The workflow: add a tag, update a custom field, call a webhook on a local
-HTTP server that answers at once. The script creates its own database
+The workflow (`--workload linear`, the default): add a tag, update a custom
+field, call a webhook on a local HTTP server that answers at once.
+`--workload graph`: five steps through a graph: add a tag, a branch on the
+contact's tags, a 50/50 split to one of two update_contact steps, then the
+webhook (every run goes through five steps, whichever path it takes). The script creates its own database
 (`relay_bench_workflows` by default) and tables (migrate), starts the
 webhook server and two `runworker` processes, waits for a short warm-up,
 then starts N runs one by one through start_run (each its own
@@ -12,6 +15,7 @@ p50/p99 of trigger-to-COMPLETED, then stops the workers and drops the
 database.
 
     .venv/bin/python bench/workflow_throughput.py [--runs 2000] [--workers 2] [--concurrency 1] [--trigger bulk]
+        [--workload linear|graph]
 
 BENCH_DATABASE_URL overrides the database (it is dropped and created again).
 """
@@ -136,6 +140,12 @@ def main() -> int:
         "--clients", type=int, default=1, help="with --trigger single: threads starting runs at once, as API clients"
     )
     parser.add_argument("--keep-db", action="store_true", help="do not drop the database at the end")
+    parser.add_argument(
+        "--workload",
+        choices=["linear", "graph"],
+        default="linear",
+        help="linear: add_tag, update_contact, webhook; graph: add_tag, branch, split, update_contact, webhook",
+    )
     args = parser.parse_args()
 
     url = os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL)
@@ -184,20 +194,10 @@ def main() -> int:
     )
     contacts = list(Contact.objects.filter(account=account).order_by("id").values_list("id", flat=True))
     workflows = WorkflowService()
+    steps, described = workload(args.workload, webhook_url)
+    per_run = 5 if args.workload == "graph" else 3
     workflow = workflows.create(
-        account_id=account.pk,
-        name="Bench: tag, update, webhook",
-        trigger={"type": "api"},
-        reenrollment="always",
-        steps=[
-            {"name": "Tag", "action_type": "add_tag", "config": {"tag": "bench"}},
-            {
-                "name": "Score",
-                "action_type": "update_contact",
-                "config": {"custom_fields": {"score": "{{ trigger.i }}"}},
-            },
-            {"name": "Notify", "action_type": "webhook", "config": {"url": webhook_url}},
-        ],
+        account_id=account.pk, name=f"Bench: {described}", trigger={"type": "api"}, reenrollment="always", steps=steps
     )
     workflows.publish(workflow_id=workflow.pk)
 
@@ -261,11 +261,11 @@ def main() -> int:
             unfinished_jobs = cursor.fetchone()[0]
 
         print()
-        print(f"Workflow throughput: {args.runs} runs x 3 steps (add_tag, update_contact, webhook)")
+        print(f"Workflow throughput: {args.runs} runs x {per_run} steps ({described})")
         cores = os.cpu_count()
         print(f"  {args.workers} runworker processes x {args.concurrency} executor threads, PostgreSQL, {cores} cores")
         print(f"  completed runs      {len(completed)} / {args.runs}   (failed or stuck: {args.runs - len(completed)})")
-        print(f"  step log rows       {logs} (expected {3 * args.runs})   unfinished jobs: {unfinished_jobs}")
+        print(f"  step log rows       {logs} (expected {per_run * args.runs})   unfinished jobs: {unfinished_jobs}")
         how = (
             f"one transaction each, {args.clients} client(s)"
             if args.trigger == "single"
@@ -273,7 +273,7 @@ def main() -> int:
         )
         print(f"  trigger rate        {args.runs / (triggered - started):.0f} starts/s ({how})")
         print(f"  runs/s              {len(completed) / span:.0f}   (first start to last completion: {span:.2f} s)")
-        print(f"  steps/s             {3 * len(completed) / span:.0f}")
+        print(f"  steps/s             {per_run * len(completed) / span:.0f}")
         p50, p99 = statistics.median(latencies), percentile(latencies, 0.99)
         print(f"  trigger->COMPLETED  p50 {p50:.0f} ms   p99 {p99:.0f} ms")
         print(f"  wall time waiting   {finished - started:.2f} s")
@@ -288,6 +288,7 @@ def main() -> int:
         print(
             "Rerun: .venv/bin/python bench/workflow_throughput.py "
             f"--runs {args.runs} --workers {args.workers} --concurrency {args.concurrency} --trigger {args.trigger}"
+            f" --workload {args.workload}"
             + (f" --batch {args.batch}" if args.trigger == "bulk" else f" --clients {args.clients}")
         )
         return 0 if len(completed) == args.runs else 1
@@ -304,6 +305,37 @@ def main() -> int:
         connection.close()
         if not args.keep_db:
             drop_database(url)
+
+
+def workload(name: str, webhook_url: str) -> tuple[list[dict], str]:
+    """The steps of the workflow each run goes through, and how the report names them."""
+    if name == "linear":
+        return [
+            {"name": "Tag", "action_type": "add_tag", "config": {"tag": "bench"}},
+            {
+                "name": "Score",
+                "action_type": "update_contact",
+                "config": {"custom_fields": {"score": "{{ trigger.i }}"}},
+            },
+            {"name": "Notify", "action_type": "webhook", "config": {"url": webhook_url}},
+        ], "add_tag, update_contact, webhook"
+    tagged = [{"field": "tags", "op": "contains", "value": "bench"}]
+    return [
+        {"key": "tag", "action_type": "add_tag", "config": {"tag": "bench"}},
+        {
+            "key": "check",
+            "action_type": "branch",
+            "config": {"branches": [{"name": "Tagged", "conditions": tagged, "next": "ab"}], "default": "$end"},
+        },
+        {
+            "key": "ab",
+            "action_type": "split",
+            "config": {"paths": [{"name": "A", "weight": 50, "next": "a"}, {"name": "B", "weight": 50, "next": "b"}]},
+        },
+        {"key": "a", "action_type": "update_contact", "config": {"custom_fields": {"path": "a"}}, "next": "notify"},
+        {"key": "b", "action_type": "update_contact", "config": {"custom_fields": {"path": "b"}}},
+        {"key": "notify", "action_type": "webhook", "config": {"url": webhook_url}},
+    ], "add_tag, branch, split, update_contact, webhook"
 
 
 def start_one_by_one(workflow_id: int, contact_ids: list[int], clients: int) -> None:

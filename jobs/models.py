@@ -1,5 +1,5 @@
 """Django finds an app's models here; they live in the infrastructure layer."""
 
-from jobs.infrastructure.models import Job, MetricCounter, MetricGauge, MetricRefresh, Schedule
+from jobs.infrastructure.models import Job, Lane, MetricCounter, MetricGauge, MetricRefresh, Schedule
 
-__all__ = ["Job", "MetricCounter", "MetricGauge", "MetricRefresh", "Schedule"]
+__all__ = ["Job", "Lane", "MetricCounter", "MetricGauge", "MetricRefresh", "Schedule"]

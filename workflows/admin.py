@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -34,10 +35,11 @@ from jobs.application.operations import jobs_carrying
 from jobs.infrastructure.models import Job
 from kernel.failures import JobError
 from workflows.admin_forms import actions as _step_forms  # noqa: F401 - registers today's step forms
-from workflows.admin_forms.context import BuilderContext, builder_context
+from workflows.admin_forms import decisions as _decision_forms  # noqa: F401 - registers the deciding steps' forms
+from workflows.admin_forms.context import BuilderContext, StepRef, builder_context
 from workflows.admin_forms.steps import ACCOUNT_TAGS_LIST, STEP_FORMS, StepForm, StepFormSet, step_palette
-from workflows.admin_forms.summary import step_lines
-from workflows.admin_forms.workflow import EVENT_LABELS, WorkflowForm
+from workflows.admin_forms.summary import decision_words, step_lines
+from workflows.admin_forms.workflow import EVENT_LABELS, WorkflowForm, goals_supported
 from workflows.application.errors import NotFound
 from workflows.application.previews import PreviewRefused, step_preview, step_send_test
 from workflows.application.runs.operating import RUN_OPERATIONS, cancel_run, pause_run, resume_run, retry_run
@@ -46,7 +48,7 @@ from workflows.application.selectors import has_unpublished_changes, run_timelin
 from workflows.application.stats import workflow_run_counts, workflow_step_counts
 from workflows.application.workflows import WorkflowService
 from workflows.domain.errors import IllegalExecutionTransition, WorkflowDomainError, WorkflowValidationError
-from workflows.domain.execution import OPERATOR_MOVES
+from workflows.domain.execution import OPERATOR_MOVES, run_path
 from workflows.domain.redaction import shown_json, shown_step, shown_steps
 from workflows.domain.version_diff import diff_versions
 from workflows.domain.workflow import WorkflowStatus
@@ -67,7 +69,7 @@ class WorkflowStepInline(admin.StackedInline):
     form = StepForm
     formset = StepFormSet
     extra = 0
-    fields = ("position", "name", "action_type", "config_mode", "config_json")
+    fields = ("position", "name", "action_type", "key", "next_key", "config_mode", "config_json")
     ordering = ("position", "id")
     template = "admin/workflows/workflow/steps_inline.html"
     # Who may only look (view permission, or an archived workflow) sees webhook credentials redacted.
@@ -125,6 +127,18 @@ class WorkflowVersionInline(admin.TabularInline):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+def _step_refs(steps: Any) -> tuple[StepRef, ...]:
+    """The saved draft's steps as the builder's step choices name them (the browser keeps them current)."""
+    refs = []
+    for number, step in enumerate(steps, start=1):
+        form = STEP_FORMS.get(step.action_type)
+        label = step.name or (form.label if form else step.action_type)
+        refs.append(
+            StepRef(key=getattr(step, "key", "") or f"step_{number}", label=label, action_type=step.action_type)
+        )
+    return tuple(refs)
 
 
 def _recent_contacts(account_id: int | None) -> list[dict[str, Any]]:
@@ -254,7 +268,10 @@ class WorkflowAdmin(AccountScopedAdmin):
                 (None, {"fields": ("account", "name", "description", "status", "current_version")}),
                 ("Who enters", {"fields": ("who_enters", "again")}),
             )
-        return super().get_fieldsets(request, obj)
+        fieldsets = super().get_fieldsets(request, obj)
+        if goals_supported():
+            fieldsets = (*fieldsets, ("Goals", {"fields": ("goals",), "classes": ("relay-goals",)}))
+        return fieldsets
 
     # --- the builder's context: the account's tags, custom fields, time zone and events ----------
     def builder_for(self, request: HttpRequest, obj: Workflow | None) -> BuilderContext:
@@ -263,6 +280,8 @@ class WorkflowAdmin(AccountScopedAdmin):
             return cached
         account = obj.account if obj is not None and obj.pk else self._account_being_added(request)
         builder = builder_context(account)
+        if obj is not None and obj.pk:
+            builder = replace(builder, steps=_step_refs(obj.steps.order_by("position", "id")))
         request._relay_builder = builder  # type: ignore[attr-defined]
         return builder
 
@@ -319,6 +338,10 @@ class WorkflowAdmin(AccountScopedAdmin):
                 "sendTestUrl": reverse("admin:workflows_workflow_send_test"),
                 "accountId": builder.account_id,
                 "workflowId": obj.pk if obj is not None else None,
+                "stepKinds": {
+                    key: {"label": form.label, "decides": form.decides, "nextLabel": form.next_label}
+                    for key, form in STEP_FORMS.items()
+                },
             },
             step_palette=step_palette(),
             may_start=self.has_start_permission(request, obj if obj is not None and obj.pk else None),
@@ -524,6 +547,7 @@ class WorkflowAdmin(AccountScopedAdmin):
                     "steps": [
                         {
                             "counts": counts,
+                            "key": counts.key,
                             "label": counts.name
                             or (STEP_FORMS[counts.action_type].label if counts.action_type in STEP_FORMS else ""),
                             "kind": STEP_FORMS[counts.action_type].label
@@ -734,6 +758,9 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
         "status",
         "paused_from",
         "current_step_index",
+        "current_step_key",
+        "path_taken",
+        "end_reason",
         "step_count",
         "retry_count",
         "resume_at",
@@ -754,6 +781,11 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
     )
     readonly_fields = _detail_fields
     fieldsets = (("Details", {"fields": _detail_fields, "classes": ("collapse",)}),)
+
+    @admin.display(description="path")
+    def path_taken(self, execution: WorkflowExecution) -> str:
+        """The keys of the steps the run went through, in order."""
+        return " → ".join(run_path(execution.context, execution.current_step_index, execution.step_count))
 
     @admin.display(description="version")
     def version_number(self, execution: WorkflowExecution) -> str:
@@ -778,6 +810,7 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
                 config = shown_step(steps[step.index])["config"] if step.index < len(steps) else {}
                 lines = step_lines(step.action_type, config)
                 step.summary = f"{lines[0][0]}: {lines[0][1]}"[:140] if lines else ""
+                step.decision_texts = [decision_words(d) for d in step.decisions]  # type: ignore[attr-defined]
                 for attempt in step.attempts:
                     # stored redacted already; shown through the API's rule again (an attribute for the page only)
                     shown = json.dumps(shown_json(attempt.response_data), indent=2)[:4000]
@@ -789,6 +822,7 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
                 if pending and execution.retry_count and execution.status == "queued"
                 else None,
                 live=execution.status in ("queued", "active", "waiting"),
+                run_path=run_path(execution.context, execution.current_step_index, execution.step_count),
                 may_operate=self.has_operate_permission(request, execution),
                 moves={move for move, states in OPERATOR_MOVES.items() if execution.status in states},
                 title=f"Run of “{execution.workflow}” for {execution.contact}",

@@ -4,7 +4,8 @@ the operator services and the API."""
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q, Value
+from django.db.models.functions import Coalesce
 
 from jobs.domain.ids import uuid7
 from jobs.domain.states import DUE_STATES, UNFINISHED_STATES, JobStatus
@@ -47,9 +48,18 @@ class Job(models.Model):
         app_label = "jobs"
         ordering = ["-created_at"]
         indexes = [
-            # The claim: due rows only, in the order the claim takes them.
-            # Finished rows are not in it, however many there are.
-            models.Index(fields=["priority", "run_at", "id"], condition=_DUE, name="job_claim"),
+            # The claim, lane by lane (Lane): due rows only, each lane's in the order the claim takes them.
+            # Finished rows are not in it, however many there are; an account's backlog is one range of it
+            # that a claim never reads while the account is at its limit.
+            models.Index(
+                Coalesce(F("account"), Value(0)),
+                F("queue"),
+                F("priority"),
+                F("run_at"),
+                F("id"),
+                condition=_DUE,
+                name="job_lane_claim",
+            ),
             # Running rows: per-account concurrency counts and lease rescue.
             models.Index(fields=["account"], condition=Q(status=JobStatus.RUNNING), name="job_running"),
             models.Index(fields=["account", "-created_at"], name="job_account_created"),
@@ -58,8 +68,11 @@ class Job(models.Model):
             models.Index(fields=["expires_at"], condition=_DUE & Q(expires_at__isnull=False), name="job_due_expiry"),
         ]
         constraints = [
-            # An unfinished job holds its key; enqueueing the key again returns it.
-            models.UniqueConstraint(fields=["unique_key"], condition=_UNFINISHED, name="job_unique_key"),
+            # An unfinished job holds its key; enqueueing the key again returns it. Jobs without a key (most)
+            # have no entry: two index writes fewer per job (its insert and its claim).
+            models.UniqueConstraint(
+                fields=["unique_key"], condition=_UNFINISHED & Q(unique_key__isnull=False), name="job_unique_key"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -70,6 +83,30 @@ class Job(models.Model):
         if self.started_at and self.completed_at:
             return (self.completed_at - self.started_at).total_seconds()
         return None
+
+
+class Lane(models.Model):
+    """A claim lane: one account's waiting jobs in one queue at one priority (PostgreSQL's claim).
+
+    Kept in step with jobs_job by triggers (sql/lanes.sql) in the writer's own transaction: a job
+    that becomes due makes sure its lane exists and is due no later than the job. The claim reads
+    lanes, not jobs, to find who can run, so an account at its max_concurrent_jobs costs a claim one
+    lane row however many jobs it has waiting (DDD_NOTES "Fair claims"). Account 0: jobs of no account.
+    """
+
+    account_id = models.BigIntegerField()  # not a foreign key: a lane outlives nothing and blocks no delete
+    queue = models.CharField(max_length=100)
+    priority = models.IntegerField()
+    # No due job of this lane was due before this (a lower bound the claim raises when it finds the lane empty).
+    next_due_at = models.DateTimeField()
+    served_at = models.DateTimeField()  # the last claim that took a job from it: round robin, oldest first
+
+    class Meta:
+        app_label = "jobs"
+        constraints = [models.UniqueConstraint(fields=["account_id", "queue", "priority"], name="lane_key")]
+
+    def __str__(self) -> str:
+        return f"lane account {self.account_id} {self.queue} p{self.priority} due {self.next_due_at}"
 
 
 class Schedule(models.Model):

@@ -212,7 +212,8 @@ class PostgresJobStore(JobStore):
                         %s::int[], %s::bigint[], %s::int[], %s::text[], %s::timestamptz[], %s::float8[])
                  AS n(id, queue, handler, payload, priority, run_at, max_attempts, account_id,
                       created_by_id, unique_key, expires_at, expires_in)
-            ON CONFLICT (unique_key) WHERE status IN ('pending', 'retrying', 'running') DO NOTHING
+            ON CONFLICT (unique_key) WHERE status IN ('pending', 'retrying', 'running')
+                                      AND unique_key IS NOT NULL DO NOTHING
             RETURNING id, queue, run_at
         ),
         woken AS (
@@ -231,7 +232,8 @@ class PostgresJobStore(JobStore):
             VALUES (%s, %s, %s, %s::jsonb, 'pending', %s, coalesce(%s::timestamptz, statement_timestamp()),
                     statement_timestamp(), 0, %s, %s, %s, %s, '', '',
                     coalesce(%s::timestamptz, statement_timestamp() + make_interval(secs => %s::float8)))
-            ON CONFLICT (unique_key) WHERE status IN ('pending', 'retrying', 'running') DO NOTHING
+            ON CONFLICT (unique_key) WHERE status IN ('pending', 'retrying', 'running')
+                                      AND unique_key IS NOT NULL DO NOTHING
             RETURNING id, queue, run_at
         ),
         woken AS (
@@ -272,7 +274,8 @@ class PostgresJobStore(JobStore):
                    %s::bigint, %s::int, %s::text, '', '',
                    coalesce(%s::timestamptz, statement_timestamp() + make_interval(secs => %s::float8))
             WHERE EXISTS (SELECT 1 FROM done)
-            ON CONFLICT (unique_key) WHERE status IN ('pending', 'retrying', 'running') DO NOTHING
+            ON CONFLICT (unique_key) WHERE status IN ('pending', 'retrying', 'running')
+                                      AND unique_key IS NOT NULL DO NOTHING
             RETURNING id
         )
         SELECT (SELECT count(*) FROM done), (SELECT id FROM ins)
@@ -304,7 +307,8 @@ class PostgresJobStore(JobStore):
                       max_attempts int, account_id bigint, created_by_id int, unique_key text,
                       expires_at timestamptz, expires_in float8)
             WHERE (SELECT count(*) FROM done) = %s
-            ON CONFLICT (unique_key) WHERE status IN ('pending', 'retrying', 'running') DO NOTHING
+            ON CONFLICT (unique_key) WHERE status IN ('pending', 'retrying', 'running')
+                                      AND unique_key IS NOT NULL DO NOTHING
             RETURNING id
         )
         SELECT true, id FROM done UNION ALL SELECT false, id FROM ins
@@ -638,7 +642,8 @@ class SqliteJobStore(JobStore):
                     " attempt_number, max_attempts, account_id, created_by_id, unique_key, error_message,"
                     " worker_id, expires_at)"
                     " VALUES (%s, %s, %s, %s, 'pending', %s, %s, %s, 0, %s, %s, %s, %s, '', '', %s)"
-                    " ON CONFLICT (unique_key) WHERE status IN ('pending', 'retrying', 'running') DO NOTHING",
+                    " ON CONFLICT (unique_key) WHERE status IN ('pending', 'retrying', 'running')"
+                    " AND unique_key IS NOT NULL DO NOTHING",
                     [
                         j.id.hex,
                         j.queue,

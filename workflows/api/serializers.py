@@ -86,6 +86,86 @@ TRIGGER_SCHEMA = {
         },
     },
 }
+_TARGET = {
+    "type": "string",
+    "pattern": "^([a-z0-9_]{1,64}|\\$end)$",
+    "description": 'A step key, or "$end" to end the run.',
+}
+BRANCH_CONFIG_SCHEMA = {
+    "title": "branch",
+    "type": "object",
+    "description": "The first branch whose conditions all hold is taken; else `default`. The values the "
+    "conditions read are logged with the decision.",
+    "properties": {
+        "branches": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 20,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "maxLength": MAX_STEP_NAME},
+                    "conditions": {
+                        "type": "array",
+                        "minItems": 1,
+                        "maxItems": MAX_CONDITIONS,
+                        "items": CONDITION_SCHEMA,
+                    },
+                    "next": _TARGET,
+                },
+                "required": ["conditions", "next"],
+            },
+        },
+        "default": _TARGET,
+    },
+    "required": ["branches", "default"],
+}
+SPLIT_CONFIG_SCHEMA = {
+    "title": "split",
+    "type": "object",
+    "description": "Weighted paths (weights 1-100 summing to 100); a run's bucket is a hash of its id, so a "
+    "retry or a crash keeps its path. The bucket and the path are logged.",
+    "properties": {
+        "paths": {
+            "type": "array",
+            "minItems": 2,
+            "maxItems": 10,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "maxLength": MAX_STEP_NAME},
+                    "weight": {"type": "integer", "minimum": 1, "maximum": 100},
+                    "next": _TARGET,
+                },
+                "required": ["weight", "next"],
+            },
+        }
+    },
+    "required": ["paths"],
+}
+WAIT_FOR_EVENT_CONFIG_SCHEMA = {
+    "title": "wait_for_event",
+    "type": "object",
+    "description": "Wait until an event happens to the contact (the step's `next`), or `timeout` passes "
+    "(`on_timeout`). `match` per event: tag.added/tag.removed {tag}; contact.updated {field, value?}; "
+    "email.opened {step?}; email.clicked {step?, link?}; sms.replied {contains?}; a custom event {conditions}.",
+    "properties": {
+        "event": {"type": "string", "maxLength": 100},
+        "match": {"type": "object", "additionalProperties": True},
+        "timeout": {
+            "description": 'A number of seconds, or a text like "90 seconds", "3 days", "2d 12h".',
+            "oneOf": [{"type": "number"}, {"type": "string"}],
+        },
+        "on_timeout": _TARGET,
+    },
+    "required": ["event", "timeout", "on_timeout"],
+}
+END_CONFIG_SCHEMA = {
+    "title": "end",
+    "type": "object",
+    "description": 'Ends the run at once: COMPLETED, end_reason "ended by step".',
+    "properties": {},
+}
 STEP_SCHEMA = {
     "type": "object",
     "properties": {
@@ -98,11 +178,17 @@ STEP_SCHEMA = {
         "name": {"type": "string", "maxLength": MAX_STEP_NAME},
         "action_type": {"type": "string", "enum": ACTION_TYPE_CHOICES},
         "config": {
-            "type": "object",
-            "additionalProperties": True,
             "description": "The action's settings, e.g. send_email {subject, text, html}, webhook {url, method, "
-            "headers, body}, wait {duration | until}, add_tag {tag}; any step may set max_attempts and "
-            "base_delay. Checked when saved: every problem is named by its path, e.g. steps[2].config.url.",
+            "headers, body}, wait {duration | until}, add_tag {tag}, branch, split, wait_for_event, end (below); "
+            "any step may set max_attempts and base_delay. Checked when saved: every problem is named by its "
+            "path, e.g. steps[2].config.url or steps[0].config.branches[1].next.",
+            "anyOf": [
+                BRANCH_CONFIG_SCHEMA,
+                SPLIT_CONFIG_SCHEMA,
+                WAIT_FOR_EVENT_CONFIG_SCHEMA,
+                END_CONFIG_SCHEMA,
+                {"title": "other actions", "type": "object", "additionalProperties": True},
+            ],
         },
         "next": {
             "type": "string",

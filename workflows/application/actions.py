@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol, cast
@@ -32,7 +32,7 @@ from integrations.application import channels
 from integrations.domain.channels import EmailMessage, WebhookRequest
 from integrations.domain.tracking import EmailTracking
 from kernel.failures import ValidationFailure
-from workflows.application.engagement import email_tracking_enabled, step_key
+from workflows.application.engagement import email_engagement, email_tracking_enabled, step_key
 from workflows.domain.actions import (
     END,
     ENDED_BY_STEP,
@@ -113,14 +113,19 @@ class StepRun:
             keys = [f"step_{n}" for n in range(1, len(results) + 1)]
         return dict(zip(keys, results, strict=False))
 
-    def facts(self) -> Facts:
-        """What a condition of this step may read (workflows.domain.conditions)."""
-        return Facts(
-            contact=self.contact,
-            trigger=self.context.get("trigger") or {},
-            steps=self.step_results(),
-            now=self.now,
-        )
+    def facts(self, fields: Sequence[str] = ()) -> Facts:
+        """What a condition of this step may read (workflows.domain.conditions). When `fields` read whether an
+        email was opened or clicked (`steps.<key>.opened`), the run's engagement events are read too."""
+        steps = self.step_results()
+        engaged = {f.split(".")[1] for f in fields if f.startswith("steps.") and f.count(".") >= 2}
+        engaged = {key for key in engaged if any(f.startswith(f"steps.{key}.{w}") for f in fields for w in _ENGAGED)}
+        if engaged:
+            seen = email_engagement(run_id=str(self.execution_id), contact_id=self.contact_id)
+            for key in engaged:
+                if key in steps:  # an email this run sent: not opened until an event says so
+                    base = {"opened": False, "clicked": False, "links": []}
+                    steps[key] = {**(steps[key] if isinstance(steps[key], dict) else {}), **base, **seen.get(key, {})}
+        return Facts(contact=self.contact, trigger=self.context.get("trigger") or {}, steps=steps, now=self.now)
 
     def template_context(self) -> Mapping[str, Any]:
         if self._template_context is None:
@@ -363,6 +368,9 @@ class RemoveTag(_TagAction):
     add = False
 
 
+_ENGAGED = ("opened", "clicked", "links")
+
+
 class BranchStep:
     """The first branch whose conditions all hold, else the default; the values that chose it are logged."""
 
@@ -371,7 +379,7 @@ class BranchStep:
 
     def execute(self, run: StepRun) -> ActionResult:
         config = cast(BranchConfig, run.step.config)
-        facts = run.facts()
+        facts = run.facts([c.field for branch in config.branches for c in branch.conditions])
         values: dict[str, Any] = {}
         taken = None
         for branch in config.branches:

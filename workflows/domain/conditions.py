@@ -122,7 +122,11 @@ def resolve(path: str, facts: Facts | Mapping[str, Any]) -> Any:
     if root == "steps":
         key, _, inner = rest.partition(".")
         result = (facts.steps or {}).get(key, _MISSING)
-        return result if result is _MISSING or not inner else _dig(result, inner)
+        if result is _MISSING or not inner:
+            return result
+        if inner.startswith("body.") and isinstance(result, Mapping) and "json" in result:
+            return _dig(result["json"], inner[len("body.") :])  # a webhook's JSON answer, parsed
+        return _dig(result, inner)
     if root == "contact":
         path = rest
     return _contact_value(facts.contact, path)
@@ -214,15 +218,16 @@ def _number(value: Any) -> float | None:
     """A number, or a text that is one (a webhook answered `"42"`); anything else compares as no number."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, int | float):
-        return float(value) if math.isfinite(value) else None
-    if isinstance(value, str):
-        try:
+    try:
+        if isinstance(value, int | float):
+            number = float(value)
+        elif isinstance(value, str):
             number = float(value.strip())
-        except ValueError:
+        else:
             return None
-        return number if math.isfinite(number) else None
-    return None
+    except (ValueError, OverflowError):  # not a number, or one too large for a float
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _contains(actual: Any, wanted: Any, *, tags: bool) -> bool:
@@ -255,18 +260,18 @@ def _moment(value: Any, now: datetime | None) -> datetime | None:
     if not isinstance(value, str) or not value.strip():
         return None
     text = value.strip()
-    offset = relative_seconds(text)
-    if offset is not None:
-        return (now or datetime.now(UTC)) + timedelta(seconds=offset)
     try:
+        offset = relative_seconds(text)
+        if offset is not None:
+            return (now or datetime.now(UTC)) + timedelta(seconds=offset)
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
-    except ValueError:
+    except (ValueError, OverflowError):  # no date, or one beyond the calendar
         return None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)  # a bare date or time is read as UTC
 
 
 def time_value_problem(value: Any) -> str | None:
-    if isinstance(value, str) and (relative_seconds(value) is not None or _moment(value, None) is not None):
+    if isinstance(value, str) and _moment(value, None) is not None:
         return None
     return 'must be an ISO 8601 date or date-time (2026-12-01, 2026-12-01T09:00:00Z) or relative, like "-3 days"'
 
@@ -357,7 +362,7 @@ def _value_problem(op: ConditionOp, value: Any) -> str | None:
     if value is None:
         return f"is required for {op.value}"
     if op in NUMERIC_OPS:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        if isinstance(value, bool) or not isinstance(value, int | float) or _number(value) is None:
             return f"must be a number for {op.value}"
         return None
     if op in LIST_OPS:

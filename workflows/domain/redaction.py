@@ -43,6 +43,10 @@ def shown_steps(steps: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 def shown_step(step: Mapping[str, Any]) -> dict[str, Any]:
     shown = {"name": step.get("name", ""), "action_type": step.get("action_type"), "config": step.get("config") or {}}
+    if step.get("key"):
+        shown = {"key": step["key"], **shown}
+    if step.get("next"):
+        shown["next"] = step["next"]
     if shown["action_type"] == SEND_VOICE and isinstance(shown["config"], Mapping):
         if isinstance(shown["config"].get("recording_url"), str):
             shown["config"] = {**shown["config"], "recording_url": shown_url(shown["config"]["recording_url"])}

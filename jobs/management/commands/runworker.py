@@ -1,11 +1,13 @@
 """python manage.py runworker [--queues a,b] [--concurrency N] [--burst]"""
 
+import logging
 import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
 from jobs.application.schedules import sync_schedules
 from jobs.application.worker import Worker
+from jobs.checks import autovacuum_problems
 
 
 class Command(BaseCommand):
@@ -21,5 +23,7 @@ class Command(BaseCommand):
         if concurrency is not None and concurrency < 1:
             raise CommandError("--concurrency must be at least 1")
         sync_schedules()
+        for problem in autovacuum_problems():  # the deploy check, said where an operator looks: the worker's log
+            logging.getLogger("relay.worker").warning("%s (%s) %s", problem.msg, problem.id, problem.hint)
         code = Worker(queues=names or None, concurrency=concurrency, burst=burst).run()
         sys.exit(code)

@@ -66,7 +66,7 @@ def test_create_a_draft_with_steps(owner_api, account):
         "filter": [{"field": "email", "op": "is_set", "value": None}],
     }
     assert body["reenrollment"] == "after_finish"
-    assert body["steps"] == [EMAIL_STEP, {"name": "", **TAG_STEP}]
+    assert body["steps"] == [{"key": "step_1", **EMAIL_STEP}, {"key": "step_2", "name": "", **TAG_STEP}]
     assert body["step_count"] == 2
     assert body["current_version"] is None
     assert body["has_unpublished_changes"] is True
@@ -466,7 +466,7 @@ def test_publish_returns_the_new_version_and_only_makes_one_when_the_draft_chang
     version = response.json()
     assert version["number"] == 1
     assert version["workflow"] == workflow.pk
-    assert version["steps"] == [{"name": "", **TAG_STEP}]
+    assert version["steps"] == [{"key": "step_1", "name": "", **TAG_STEP}]
     assert set(version) == {"id", "number", "workflow", "trigger", "reenrollment", "steps", "goals", "published_at"}
     workflow.refresh_from_db()
     assert workflow.status == "active"

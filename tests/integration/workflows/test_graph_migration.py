@@ -1,6 +1,6 @@
 """The data migration to the graph of steps: drafts and versions get keys, and a run in flight finishes.
 
-The schema goes back to before 0005, an old-shape workflow (steps without keys) is published and a run of
+The schema goes back to before 0006, an old-shape workflow (steps without keys) is published and a run of
 it left waiting at its second step with its job queued, then the migrations run forward and a worker
 finishes the run: on the same version, through the same steps, its log rows naming each step's key.
 """
@@ -16,7 +16,7 @@ from workflows.application.runs.moves import STEP_HANDLER
 from workflows.infrastructure.models import ExecutionLog, Workflow, WorkflowExecution, WorkflowStep, WorkflowVersion
 
 pytestmark = pytest.mark.django_db(transaction=True)
-BEFORE = [("workflows", "0004_scheduled_hooks")]
+BEFORE = [("workflows", "0005_workflow_track_email_engagement")]
 OLD_STEPS = [
     {"name": "First", "action_type": "add_tag", "config": {"tag": "one"}},
     {"name": "", "action_type": "add_tag", "config": {"tag": "two"}},

@@ -8,7 +8,7 @@ import pytest
 from contacts.infrastructure.models import Contact
 from tests.factories import ContactFactory
 from tests.integration.workflows.support import end_wait_now, make_workflow, run_due_jobs
-from workflows.application.runs.operating import pause_run, resume_run
+from workflows.application.runs.operating import cancel_run, pause_run, resume_run, retry_run
 from workflows.application.runs.starting import start_run
 from workflows.application.workflows import WorkflowService
 from workflows.domain.actions import split_bucket
@@ -213,3 +213,88 @@ def test_keys_and_next_are_stored_and_given_back(account):
     ]
     workflow.refresh_from_db()
     assert workflow.current_version.steps[0]["next"] == "c"
+
+
+def test_a_branch_reads_a_webhooks_status_and_json_answer(account, webhook_server):
+    webhook_server.answers = [(201, {"Content-Type": "application/json"}, '{"plan": "Team", "seats": 12}')]
+    contact = ContactFactory(account=account)
+    steps = [
+        {"key": "call_api", "action_type": "webhook", "config": {"url": webhook_server.url + "/plan"}},
+        {
+            "key": "check",
+            "action_type": "branch",
+            "config": {
+                "branches": [
+                    {
+                        "name": "Big team",
+                        "conditions": [
+                            {"field": "steps.call_api.status_code", "op": "less_than", "value": 300},
+                            {"field": "steps.call_api.body.plan", "op": "equals", "value": "team"},
+                            {"field": "steps.call_api.body.seats", "op": "greater_or_equal", "value": 10},
+                        ],
+                        "next": "big",
+                    }
+                ],
+                "default": "$end",
+            },
+        },
+        tag("big", "big_team"),
+    ]
+    run = finish(start(make_workflow(account, steps), contact))
+    assert run.status == "completed"
+    assert "big_team" in tags_of(contact)
+    assert logged(run)[1][2]["values"] == {
+        "steps.call_api.status_code": 201,
+        "steps.call_api.body.plan": "Team",
+        "steps.call_api.body.seats": 12,
+    }
+
+
+def test_a_loop_through_a_wait_sends_a_new_webhook_message_per_visit(account, webhook_server):
+    contact = ContactFactory(account=account)
+    steps = [
+        {"key": "ping", "action_type": "webhook", "config": {"url": webhook_server.url + "/ping"}},
+        tag("count", "pinged"),
+        {
+            "key": "again",
+            "action_type": "branch",
+            "config": {
+                "branches": [
+                    {
+                        "name": "Once more",
+                        "conditions": [{"field": "tags", "op": "not_contains", "value": "twice"}],
+                        "next": "mark",
+                    }
+                ],
+                "default": "$end",
+            },
+        },
+        tag("mark", "twice", next="pause"),
+        {"key": "pause", "action_type": "wait", "config": {"duration": 3600}, "next": "ping"},
+    ]
+    run = start(make_workflow(account, steps), contact)
+    run_due_jobs()
+    end_wait_now(run.pk)
+    run = finish(run)
+    assert run.status == "completed"
+    assert run.context["path"] == ["ping", "count", "again", "mark", "pause", "ping", "count", "again"]
+    ids = [received.headers["webhook-id"] for received in webhook_server.received]
+    assert ids == [f"run_{run.pk.hex}_step_0", f"run_{run.pk.hex}_step_0_visit_2"]
+
+
+def test_cancel_at_a_queued_branch_and_retry_after_a_failure_before_one(account, webhook_server, settings):
+    settings.WORKFLOW_STEP_MAX_ATTEMPTS = 1
+    webhook_server.answers = [(400, {}, "no"), (200, {}, "{}")]
+    contact = ContactFactory(account=account, tags=["vip"])
+    steps = [{"key": "hook", "action_type": "webhook", "config": {"url": webhook_server.url + "/x"}}, *BRANCHING]
+    workflow = make_workflow(account, steps)
+    run = finish(start(workflow, contact))
+    assert (run.status, run.current_step_key) == ("failed", "hook")
+    retry_run(execution_id=run.pk)
+    run = finish(run)
+    assert run.status == "completed"
+    assert run.context["path"] == ["hook", "check", "engaged"]
+    other = start(make_workflow(account, BRANCHING, name="Second"), contact)
+    cancel_run(execution_id=other.pk)
+    assert finish(other).status == "cancelled"
+    assert logged(other) == []

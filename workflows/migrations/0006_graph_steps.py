@@ -49,7 +49,7 @@ def give_keys(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0004_scheduled_hooks'),
+        ('workflows', '0005_workflow_track_email_engagement'),
     ]
 
     operations = [

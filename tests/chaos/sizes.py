@@ -1,0 +1,38 @@
+"""How big each scenario is: the short form (in every `make test` on PostgreSQL) or the full one (`make chaos`,
+RELAY_CHAOS=full). Both check the same invariants; only the load and the number of faults differ. Any size can
+be set on its own, for a loaded machine or a longer soak: RELAY_CHAOS_<NAME>=<number>, e.g.
+RELAY_CHAOS_KILL_JOBS=20000."""
+
+from __future__ import annotations
+
+import os
+
+FULL = os.environ.get("RELAY_CHAOS", "").lower() == "full"
+
+#                      short     full
+_SIZES: dict[str, tuple[float, float]] = {
+    "KILL_JOBS": (1500, 10_000),  # jobs drained while workers are killed
+    "KILL_RUNS": (150, 2_000),  # workflow runs (3 steps each) drained while workers are killed
+    "KILLS": (3, 10),  # kill -9 of a random worker, spread over the drain
+    "WORKERS": (3, 3),  # runworker processes (concurrency 2 each) in the kill scenarios
+    "CONNECTION_JOBS": (400, 3_000),  # jobs in flight when connections are cut or the server restarts
+    "FROZEN_JOBS": (6, 20),  # jobs held by the worker frozen with SIGSTOP
+    "SNAPSHOT_SECONDS": (20, 300),  # the steady load under an open REPEATABLE READ transaction
+    "SNAPSHOT_RATE": (40, 80),  # jobs per second of that load
+    "BURST_JOBS": (3_000, 50_000),  # one account's burst
+    "TRICKLE_JOBS": (30, 200),  # the other accounts' trickle beside it
+    "SKEW_JOBS": (200, 1_000),  # jobs drained by a worker two minutes fast beside one on time
+    "SKEW_TICKS": (1, 2),  # cron ticks (every minute) that come due meanwhile
+}
+
+
+def size(name: str) -> float:
+    override = os.environ.get(f"RELAY_CHAOS_{name}")
+    if override:
+        return float(override)
+    short, full = _SIZES[name]
+    return full if FULL else short
+
+
+def count(name: str) -> int:
+    return int(size(name))
