@@ -50,6 +50,7 @@ log = logging.getLogger("relay.workflows")
 
 GOAL_HANDLER = "workflow_goal"
 _LISTENS_KEY = ("$listens", None)  # the trigger cache's entry for "does this account have waits or goals"
+_GOALS_KEY = ("$goals", None)  # ... and for "does it have goals"
 _YES = [(0, UUID(int=0))]
 
 
@@ -67,6 +68,16 @@ def account_listens(account_id: int) -> bool:
     return bool(trigger_cache.lookup(account_id, _LISTENS_KEY, load))
 
 
+def account_has_goals(account_id: int) -> bool:
+    """Whether any published version of the account's workflows has goals (cached as `account_listens`)."""
+
+    def load() -> list[tuple[int, UUID]]:
+        found = WorkflowVersion.objects.filter(workflow__account_id=account_id, listens=True).exclude(goals=[])
+        return _YES if found.exists() else []
+
+    return bool(trigger_cache.lookup(account_id, _GOALS_KEY, load))
+
+
 @dataclass(frozen=True)
 class PendingGoal:
     goal: str
@@ -78,6 +89,8 @@ class PendingGoal:
 def meet_goals(event: ContactEvent) -> list[UUID]:
     """Judge the goals of the contact's unfinished runs against this event; record each one met and queue its
     job. In the event's transaction. Returns the runs that met a goal."""
+    if not account_has_goals(event.account_id):
+        return []
     runs = (
         WorkflowExecution.objects.filter(
             account_id=event.account_id, contact_id=event.contact_id, status__in=[s.value for s in UNFINISHED]
