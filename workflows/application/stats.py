@@ -68,6 +68,11 @@ class StepCounts:
     paths: list[tuple[str, int]] = field(default_factory=list)
 
 
+def _most_taken_first(item: tuple[str, int]) -> tuple[int, bool, str]:
+    """Most taken first; at a tie the default comes after the branches."""
+    return (-item[1], item[0].startswith("the default"), item[0])
+
+
 def workflow_step_counts(*, workflow_id: int, since: datetime) -> list[StepCounts]:
     """Per step (by position in its version): attempts that passed, failed for good, were skipped or retried."""
     rows = (
@@ -111,7 +116,7 @@ def workflow_step_counts(*, workflow_id: int, since: datetime) -> list[StepCount
             failed=row["failed"],
             skipped=row["skipped"],
             retried=row["retried"],
-            paths=sorted(taken.get(row["step_index"], {}).items(), key=lambda item: (-item[1], item[0])),
+            paths=sorted(taken.get(row["step_index"], {}).items(), key=_most_taken_first),
         )
         for row in rows
     ]
