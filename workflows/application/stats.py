@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Min, Q
+from django.db.models import Count, Exists, Min, OuterRef, Q
 from django.db.models.functions import TruncDay, TruncHour
 from django.utils import timezone
 
@@ -31,7 +31,8 @@ class RunCounts:
     completed: int = 0
     failed: int = 0
     cancelled: int = 0
-    met_goal: int = 0  # completed because a goal was met (CONTRACT: the reason "goal met: <name>")
+    # met a goal: ended by it (the reason "goal met: <name>") or moved on by it (a log row's goal decision)
+    met_goal: int = 0
 
 
 GOAL_MET = "goal met"
@@ -40,7 +41,11 @@ GOAL_MET = "goal met"
 def _run_counts(query) -> RunCounts:
     counts = query.aggregate(
         started=Count("id"),
-        met_goal=Count("id", filter=Q(status=ExecutionStatus.COMPLETED, end_reason__startswith=GOAL_MET)),
+        met_goal=Count(
+            "id",
+            filter=Q(status=ExecutionStatus.COMPLETED, end_reason__startswith=GOAL_MET)
+            | Q(Exists(ExecutionLog.objects.filter(execution=OuterRef("pk"), decision__kind="goal"))),
+        ),
         in_flight=Count("id", filter=Q(status__in=IN_FLIGHT)),
         completed=Count("id", filter=Q(status=ExecutionStatus.COMPLETED)),
         failed=Count("id", filter=Q(status=ExecutionStatus.FAILED)),

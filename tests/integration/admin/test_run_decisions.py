@@ -10,6 +10,7 @@ from django.urls import reverse
 from contacts.application.services import contact_create
 from tests.integration.workflows.support import make_workflow, run_due_jobs
 from workflows.application.runs.starting import start_run
+from workflows.infrastructure.models import ExecutionLog, WorkflowExecution
 
 pytestmark = pytest.mark.django_db(transaction=True)  # it runs jobs: a claim commits on its own
 
@@ -56,3 +57,17 @@ def test_the_run_page_and_the_statistics_say_which_way_runs_went(admin_client, a
     stats = admin_client.get(reverse("admin:workflows_workflow_stats", args=[workflow.pk])).content.decode()
     assert "1 took “VIP”<br>1 took the default (no branch held)" in stats
     assert re.search(r"1 took path “[AB]”", stats)
+    assert '<td data-testid="met-goal">0</td>' in stats
+
+
+def test_the_statistics_count_runs_that_met_a_goal_whether_it_ended_them_or_moved_them_on(admin_client, account):
+    workflow = make_workflow(account, [{"key": "tag", "action_type": "add_tag", "config": {"tag": "x"}}])
+    contacts = [contact_create(account_id=account.pk, email=f"c{n}@example.com") for n in range(3)]
+    runs = [start_run(workflow_id=workflow.pk, contact_id=c.pk).execution for c in contacts]
+    run_due_jobs()
+    # What the goals' use case records (#11): the reason of a run a goal ended, the log row of one it moved on.
+    WorkflowExecution.objects.filter(pk=runs[0].pk).update(end_reason="goal met: Bought")
+    log = ExecutionLog.objects.filter(execution=runs[1]).first()
+    ExecutionLog.objects.filter(pk=log.pk).update(decision={"kind": "goal", "goal": "Bought", "next": "tag"})
+    stats = admin_client.get(reverse("admin:workflows_workflow_stats", args=[workflow.pk])).content.decode()
+    assert stats.count('<td data-testid="met-goal">2</td>') == 2  # the last 24 hours and the last 30 days
