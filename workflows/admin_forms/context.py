@@ -24,6 +24,15 @@ CONTACT_FIELD_LABELS = {
 
 
 @dataclass(frozen=True)
+class StepRef:
+    """A step as the builder's choices name it: its key, a label, and its action."""
+
+    key: str
+    label: str
+    action_type: str
+
+
+@dataclass(frozen=True)
 class BuilderContext:
     account_id: int | None = None
     tags: tuple[str, ...] = ()
@@ -32,6 +41,7 @@ class BuilderContext:
     known_events: tuple[str, ...] = ()
     default_attempts: int = 3
     default_base_delay: float = 60.0
+    steps: tuple[StepRef, ...] = ()  # the draft's steps as saved (the browser keeps the choices current)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

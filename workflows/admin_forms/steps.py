@@ -19,8 +19,9 @@ from django.core.exceptions import ValidationError
 from django.forms.models import BaseInlineFormSet
 
 from workflows.admin_forms.context import BuilderContext
+from workflows.admin_forms.paths import STEP_KEY, StepChoiceField
 from workflows.application.definitions import validation_context
-from workflows.domain.actions import MAX_ATTEMPTS_LIMIT, MAX_BASE_DELAY
+from workflows.domain.actions import MAX_ATTEMPTS_LIMIT, MAX_BASE_DELAY, ActionType
 from workflows.domain.errors import WorkflowValidationError
 from workflows.domain.templates import custom_field_warning
 from workflows.domain.workflow import parse_steps
@@ -43,8 +44,11 @@ class StepConfigForm(forms.Form):
     keys: ClassVar[dict[str, str]] = {}
     retries: ClassVar[bool] = False  # offer "try up to N times" (actions that reach the outside world)
     previewable: ClassVar[bool] = False  # offer a preview and a test send
-    # field -> (other field, value): the field shows only while the other field has that value
-    show_if: ClassVar[dict[str, tuple[str, str]]] = {}
+    # field -> (other field, value): the field shows only while the other field has that value ("a|b": either)
+    show_if: dict[str, tuple[str, str]] = {}  # a form may set its own in setup() (choices known then)
+    # a step that decides where the run goes carries its paths in its config: it has no "next step" of its own
+    decides: ClassVar[bool] = False
+    next_label: ClassVar[str] = "Then go to"  # what the step's own "next" is called on its card
 
     max_attempts = forms.IntegerField(
         label="If it fails, try up to",
@@ -131,7 +135,10 @@ class StepConfigForm(forms.Form):
             return
         match = _FIRST_KEY.fullmatch(rest)
         detail = match.group(2).lstrip(".") if match else ""
-        message = f"{detail}: {reason}" if detail else reason
+        if match and detail.startswith("["):  # a row of a list: "Branch 1, condition 2 (field)"
+            message = f"{where_in_list(rest)}: {reason}"
+        else:
+            message = f"{detail}: {reason}" if detail else reason
         self.add_error(field, _sentence(message))
 
     def visible_rows(self) -> list[dict[str, Any]]:
@@ -149,6 +156,26 @@ class StepConfigForm(forms.Form):
                 }
             )
         return rows
+
+
+_ROW_WORDS = {"branches": "branch", "paths": "path", "conditions": "condition", "goals": "goal"}
+_PART = re.compile(r"(\w+)(?:\[(\d+)\])?")
+
+
+def where_in_list(path: str) -> str:
+    """`branches[0].conditions[1].field` -> "Branch 1, condition 2 (field)": a path in a marketer's words."""
+    words, tail = [], ""
+    for part in path.split("."):
+        match = _PART.fullmatch(part)
+        if not match:
+            return path
+        name, index = match.group(1), match.group(2)
+        if index is not None:
+            words.append(f"{_ROW_WORDS.get(name, name)} {int(index) + 1}")
+        else:
+            tail = {"next": "where it leads", "then": "where it leads", "op": "how to compare"}.get(name, name)
+    text = ", ".join(words) + (f" ({tail})" if tail else "")
+    return _sentence(text)
 
 
 def _strings(value: Any) -> list[str]:
@@ -174,10 +201,16 @@ def register_step_form(form: type[StepConfigForm]) -> type[StepConfigForm]:
     return form
 
 
+def offered_forms() -> dict[str, type[StepConfigForm]]:
+    """The forms of the actions the engine runs (a form registered ahead of its action type waits for it)."""
+    known = {action.value for action in ActionType}
+    return {key: form for key, form in STEP_FORMS.items() if key in known}
+
+
 def step_palette() -> list[dict[str, Any]]:
     """The "add a step" choices, grouped as the registry's forms say."""
     groups: dict[str, list[dict[str, str]]] = {}
-    for action_type, form in STEP_FORMS.items():
+    for action_type, form in offered_forms().items():
         groups.setdefault(form.group, []).append(
             {"action_type": action_type, "label": form.label, "description": form.description}
         )
@@ -194,6 +227,16 @@ class StepForm(forms.ModelForm):
         widget=forms.TextInput(attrs={"class": "vTextField", "placeholder": "Name this step (optional)"}),
     )
     action_type = forms.ChoiceField(label="Action", widget=forms.Select(attrs={"data-action-type": "1"}))
+    key = forms.CharField(
+        required=False,
+        max_length=64,
+        label="Key",
+        widget=forms.TextInput(
+            attrs={"class": "relay-step-key", "data-step-key": "1", "placeholder": "key", "spellcheck": "false"}
+        ),
+        help_text="How other steps and the run's history name this step: lowercase letters, digits and _.",
+    )
+    next_key = StepChoiceField(label="Then go to", blank_label="The next step in order")
     config_mode = forms.ChoiceField(
         choices=[("form", "form"), ("json", "json")],
         initial="form",
@@ -214,7 +257,7 @@ class StepForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         self.builder = builder or BuilderContext()
         cast(forms.ChoiceField, self.fields["action_type"]).choices = [("", "— choose an action —")] + [
-            (key, form.label) for key, form in STEP_FORMS.items()
+            (key, form.label) for key, form in offered_forms().items()
         ]
         stored = dict(self.instance.config or {}) if self.instance.pk else {}
         stored_type = self.instance.action_type if self.instance.pk else ""
@@ -225,14 +268,19 @@ class StepForm(forms.ModelForm):
             if shown is None:
                 self.initial["config_mode"] = "json"
         self.initial.setdefault("config_json", json.dumps(stored, indent=2, ensure_ascii=False) if stored else "{}")
+        if self.instance.pk:
+            self.initial.setdefault("key", getattr(self.instance, "key", "") or "")
+            self.initial.setdefault("next_key", getattr(self.instance, "next_key", "") or "")
+        cast(StepChoiceField, self.fields["next_key"]).set_steps(self.builder.steps)
+        chosen = self.chosen_type
         self.config_forms: dict[str, StepConfigForm] = {
             key: form_class(
-                self.data if self.is_bound else None,
+                self.data if self.is_bound and key == chosen else None,  # only the chosen action's is checked
                 prefix=self.add_prefix(key),
                 initial=initial_by_type.get(key, {}),
                 builder=self.builder,
             )
-            for key, form_class in STEP_FORMS.items()
+            for key, form_class in offered_forms().items()
         }
         self.warnings: list[str] = []
 
@@ -259,6 +307,35 @@ class StepForm(forms.ModelForm):
     def has_changed(self) -> bool:
         form = self.chosen_form
         return super().has_changed() or bool(form is not None and form.has_changed())
+
+    @property
+    def chosen_decides(self) -> bool:
+        form = self.chosen_form
+        return bool(form is not None and form.decides and not self.in_json_mode)
+
+    @property
+    def next_label(self) -> str:
+        """What the card calls the step's own "next" (a step that decides has none: its paths say)."""
+        form = self.chosen_form
+        return form.next_label if form is not None else StepConfigForm.next_label
+
+    def clean_key(self) -> str:
+        key = (self.cleaned_data.get("key") or "").strip()
+        if key and not STEP_KEY.fullmatch(key):
+            raise ValidationError("A key is 1 to 64 lowercase letters, digits and _, e.g. welcome_email.")
+        return key
+
+    def step(self) -> dict[str, Any]:
+        """The step as the CONTRACT reads it: key (when given), name, action, config, next (when chosen)."""
+        data = self.cleaned_data
+        step: dict[str, Any] = {"name": data.get("name") or "", "action_type": data["action_type"]}
+        if data.get("key"):
+            step["key"] = data["key"]
+        step["config"] = data.get("config") or {}
+        form = self.config_forms.get(data["action_type"])
+        if data.get("next_key") and not (form is not None and form.decides and not self.in_json_mode):
+            step["next"] = data["next_key"]
+        return step
 
     def clean(self) -> dict[str, Any]:
         data = cast(dict[str, Any], super().clean())  # a form's clean() returns its cleaned_data
@@ -329,40 +406,64 @@ class StepFormSet(BaseInlineFormSet):
         return sorted(kept, key=lambda f: (f.cleaned_data.get("position") is None, f.cleaned_data.get("position") or 0))
 
     def steps(self) -> list[dict[str, Any]]:
-        return [
-            {
-                "name": form.cleaned_data.get("name") or "",
-                "action_type": form.cleaned_data["action_type"],
-                "config": form.cleaned_data.get("config") or {},
-            }
-            for form in self.ordered_forms()
-        ]
+        return [form.step() for form in self.ordered_forms()]
 
     def clean(self) -> None:
         super().clean()
-        # Steps whose own fields failed are left out; every other step is still checked, so one bad step
-        # never hides another's errors.
-        checked = [form for form in self.ordered_forms() if not form.errors and "config" in form.cleaned_data]
-        steps = [
-            {
-                "name": form.cleaned_data.get("name") or "",
-                "action_type": form.cleaned_data["action_type"],
-                "config": form.cleaned_data["config"],
-            }
-            for form in checked
-        ]
+        # A step whose own fields failed stands in as an "end" step under its key, so the other steps are
+        # still checked (one bad step never hides another's errors) and their paths to it still resolve;
+        # what the graph says about reaching or ending waits until every step reads.
+        ordered = self.ordered_forms()
+        checked = [not form.errors and "config" in form.cleaned_data for form in ordered]
+        steps = [form.step() if ok else _stand_in(form) for form, ok in zip(ordered, checked, strict=True)]
         try:
             parse_steps(steps, validation_context())
         except WorkflowValidationError as exc:
             for error in exc.errors:
                 match = STEP_PATH.fullmatch(error.path)
-                if not match or int(match.group(1)) >= len(checked):
+                if not match or int(match.group(1)) >= len(ordered):
                     raise ValidationError(_sentence(str(error))) from None
-                form = checked[int(match.group(1))]
+                index = int(match.group(1))
+                form = ordered[index]
                 part, rest = match.group(2), match.group(3) or ""
+                if not checked[index] or (not all(checked) and part is None):
+                    continue  # a stand-in's, or the graph judged without a step that does not read yet
                 if part == "config":
                     form.place_error(rest, error.reason)
-                elif part in ("name", "action_type"):
+                elif part in ("name", "action_type", "key"):
                     form.add_error(part, _sentence(error.reason))
+                elif part == "next":
+                    form.add_error("next_key", _sentence(error.reason))
                 else:
-                    form.add_error(None, _sentence(error.reason if part is None else str(error)))
+                    form.add_error(None, _graph_words(error.reason) if part is None else _sentence(str(error)))
+
+
+def _stand_in(form: StepForm) -> dict[str, Any]:
+    key = (getattr(form, "cleaned_data", None) or {}).get("key")
+    return {"action_type": "end", "config": {}, **({"key": key} if key else {})}
+
+
+_GRAPH_WORDS = [
+    (
+        re.compile(r"step '[^']*' is unreachable.*"),
+        "No step leads here: contacts never reach this step. Point "
+        "another step's “then go to”, a branch or a path at it, or remove it.",
+    ),
+    (
+        re.compile(r"step '[^']*' never ends.*"),
+        "Contacts who reach this step never get out: every way on from it "
+        "loops back. Let one of its paths go on to a step that ends, or to “End the run”.",
+    ),
+    (
+        re.compile(r"step '[^']*' is in a loop that never waits.*"),
+        "This step is in a loop with no wait in it: add a “Wait” or “Wait for something to happen” step to the loop.",
+    ),
+]
+
+
+def _graph_words(reason: str) -> str:
+    """What the graph's checks say about a whole step, in a marketer's words."""
+    for pattern, words in _GRAPH_WORDS:
+        if pattern.fullmatch(reason):
+            return words
+    return _sentence(reason)

@@ -14,6 +14,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from contacts.admin_widgets import TagInput, TagListField, TagListWidget
+from workflows.admin_forms.conditions import is_boolean_field
 
 __all__ = ["TagInput", "TagListField", "TagListWidget"]  # the contacts' tag widgets, shared by the builder
 
@@ -101,10 +102,12 @@ class KeyValueField(forms.Field):
 
 
 class ConditionRowsWidget(forms.Widget):
-    """Rows of (field, operator, value): a trigger's contact filter today; branch and goal conditions next.
+    """Rows of (field, operator, value): a trigger's contact filter, a branch's or a goal's conditions.
 
-    `field_choices` is grouped, as a select's optgroups: [("Contact", [("email", "Email"), ...]), ...].
-    `operators` lists (value, label, needs_value).
+    `field_choices` is grouped, as a select's optgroups: [("Contact", [("email", "Email"), ...]), ...]; an
+    option ending in "." takes a path typed beside it (`trigger.` + `plan`). `operators` lists
+    (op, label, value kind); the value input follows the kind (admin_forms.conditions.OPERATORS).
+    Posts `<name>-field`, `<name>-path`, `<name>-op` and `<name>-value` lists, one item per row.
     """
 
     template_name = "workflows/widgets/condition_rows.html"
@@ -113,25 +116,19 @@ class ConditionRowsWidget(forms.Widget):
         self,
         *,
         field_choices: Sequence[tuple[str, Sequence[tuple[str, str]]]] = (),
-        operators: Sequence[tuple[str, str, bool]] = (),
+        operators: Sequence[tuple[str, str, Any]] = (),
         add_label: str = "Add a condition",
+        earlier_steps: str = "",
         attrs: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(attrs)
         self.field_choices = [(group, list(options)) for group, options in field_choices]
-        self.operators = list(operators)
+        self.operators = [(op, label, _kind(kind)) for op, label, kind in operators]
         self.add_label = add_label
+        self.earlier_steps = earlier_steps  # the group the browser refills with the steps before this one
 
     def value_from_datadict(self, data: Any, files: Any, name: str) -> list[dict[str, Any]]:
-        getlist = data.getlist if hasattr(data, "getlist") else (lambda key: data.get(key, []))
-        fields, ops, values = getlist(f"{name}-field"), getlist(f"{name}-op"), getlist(f"{name}-value")
-        rows = []
-        for index, field in enumerate(fields):
-            op = ops[index] if index < len(ops) else ""
-            value = values[index] if index < len(values) else ""
-            if field or value:
-                rows.append({"field": field, "op": op, "value": value})
-        return rows
+        return condition_rows_from(data, name)
 
     def value_omitted_from_data(self, data: Any, files: Any, name: str) -> bool:
         return f"{name}-field" not in data
@@ -143,17 +140,55 @@ class ConditionRowsWidget(forms.Widget):
                 value = json.loads(value)
             except ValueError:
                 value = []
-        rows = [{**row, "value": _shown_value(row.get("value"))} for row in (value or []) if isinstance(row, dict)]
         known = {option for _group, options in self.field_choices for option, _label in options}
-        extra = [(row["field"], row["field"]) for row in rows if row.get("field") and row["field"] not in known]
-        groups = [*self.field_choices, *([("Other", extra)] if extra else [])]
+        prefixes = sorted((o for o in known if o.endswith(".")), key=len, reverse=True)
+        rows = []
+        for row in value or []:
+            if not isinstance(row, dict):
+                continue
+            field, path = str(row.get("field") or ""), str(row.get("path") or "")
+            if field and field not in known and not path:
+                prefix = next((p for p in prefixes if field.startswith(p) and len(field) > len(p)), None)
+                if prefix:
+                    field, path = prefix, field[len(prefix) :]
+            rows.append(
+                {"field": field, "path": path, "op": row.get("op") or "", "value": _shown_value(row.get("value"))}
+            )
+        extra = [(row["field"], row["field"]) for row in rows if row["field"] and row["field"] not in known]
+        groups = [
+            (group, [(option, label, is_boolean_field(option)) for option, label in options])
+            for group, options in [*self.field_choices, *([("Other", extra)] if extra else [])]
+        ]
         context.update(
-            rows=[*rows, {"field": "", "op": "equals", "value": ""}],
+            rows=[*rows, {"field": "", "path": "", "op": "equals", "value": ""}],
             groups=groups,
             operators=self.operators,
             add_label=self.add_label,
+            earlier_steps=self.earlier_steps,
         )
         return context
+
+
+def _kind(kind: Any) -> str:
+    """Operators given as (op, label, needs_value) still work: True is a text value, False none."""
+    if isinstance(kind, bool):
+        return "text" if kind else "none"
+    return str(kind)
+
+
+def condition_rows_from(data: Any, name: str) -> list[dict[str, Any]]:
+    """The rows a condition widget posted (empty rows dropped), before they are read as values."""
+    getlist = data.getlist if hasattr(data, "getlist") else (lambda key: data.get(key, []))
+    fields, paths = getlist(f"{name}-field"), getlist(f"{name}-path")
+    ops, values = getlist(f"{name}-op"), getlist(f"{name}-value")
+    rows = []
+    for index, field in enumerate(fields):
+        path = paths[index] if index < len(paths) else ""
+        op = ops[index] if index < len(ops) else ""
+        value = values[index] if index < len(values) else ""
+        if field or str(value).strip() or str(path).strip():
+            rows.append({"field": field, "path": str(path).strip(), "op": op, "value": value})
+    return rows
 
 
 def _shown_value(value: Any) -> str:
@@ -161,40 +196,75 @@ def _shown_value(value: Any) -> str:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, list):
+        return ", ".join(_shown_value(item) for item in value)
     return str(value)
 
 
 class ConditionRowsField(forms.Field):
-    """Rows as the domain reads conditions: numbers for numeric operators, true/false for yes/no fields."""
+    """Rows as the domain reads conditions: numbers for numeric operators, lists for `in`, true/false for
+    yes/no fields, no value for `is set`; a path typed beside a "trigger data…" choice joins its field."""
 
     widget = ConditionRowsWidget
 
-    def __init__(self, *, boolean_fields: Sequence[str] = (), numeric_ops: Sequence[str] = (), **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        boolean_fields: Sequence[str] = (),
+        numeric_ops: Sequence[str] = (),
+        value_kinds: dict[str, str] | None = None,
+        is_boolean: Any = None,
+        **kwargs: Any,
+    ) -> None:
         self.boolean_fields = frozenset(boolean_fields)
         self.numeric_ops = frozenset(numeric_ops)
         self.no_value_ops: frozenset[str] = frozenset()
+        self.value_kinds = dict(value_kinds or {})  # op -> kind; wins over numeric_ops / no_value_ops
+        self.is_boolean = is_boolean  # a callable(field) -> bool, beside boolean_fields
         super().__init__(**kwargs)
+
+    def kind_of(self, op: str) -> str:
+        if op in self.value_kinds:
+            return self.value_kinds[op]
+        if op in self.no_value_ops:
+            return "none"
+        return "number" if op in self.numeric_ops else "text"
 
     def to_python(self, value: Any) -> list[dict[str, Any]]:
         if isinstance(value, str):
             value = json.loads(value or "[]")
         conditions = []
-        for row in value or []:
+        for number, row in enumerate(value or [], start=1):
             field, op, raw = row.get("field", ""), row.get("op", ""), row.get("value", "")
+            path = str(row.get("path") or "").strip()
+            if field.endswith(".") and field not in ("",):
+                if not path:
+                    raise ValidationError(f"Condition {number}: type the name of the value after “{field}”.")
+                field = field + path
+            if not field:
+                raise ValidationError(f"Condition {number}: choose what to test (or empty the row to drop it).")
             condition: dict[str, Any] = {"field": field, "op": op}
-            if op in self.no_value_ops:
+            kind = self.kind_of(op)
+            boolean = field in self.boolean_fields or bool(self.is_boolean and self.is_boolean(field))
+            if kind == "none":
                 condition["value"] = None
-            elif op in self.numeric_ops:
+            elif kind == "number":
                 condition["value"] = _number(raw)
-            elif field in self.boolean_fields and isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
-                condition["value"] = raw.strip().lower() == "true"
+            elif kind == "list":
+                items = raw if isinstance(raw, list) else [part.strip() for part in str(raw).split(",")]
+                condition["value"] = [item for item in items if item != ""]
+            elif boolean and isinstance(raw, str) and raw.strip().lower() in ("true", "false", "yes", "no"):
+                condition["value"] = raw.strip().lower() in ("true", "yes")
             else:
                 condition["value"] = raw if raw != "" else None
             conditions.append(condition)
         return conditions
 
     def has_changed(self, initial: Any, data: Any) -> bool:
-        return (initial or []) != self.to_python(data)
+        try:
+            return (initial or []) != self.to_python(data)
+        except ValidationError:
+            return True
 
 
 def _number(raw: Any) -> Any:

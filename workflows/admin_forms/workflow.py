@@ -7,12 +7,15 @@ from typing import Any, cast
 
 from django import forms
 
-from workflows.admin_forms.context import CONTACT_FIELD_LABELS, BuilderContext
-from workflows.admin_forms.steps import ACCOUNT_TAGS_LIST
-from workflows.admin_forms.widgets import ConditionRowsField, ConditionRowsWidget, TagInput
+from workflows.admin_forms.conditions import condition_fields, operator_choices
+from workflows.admin_forms.context import BuilderContext
+from workflows.admin_forms.decisions import condition_rows_field
+from workflows.admin_forms.paths import END, ConditionBlocksField, ConditionBlocksWidget, StepChoiceWidget
+from workflows.admin_forms.steps import ACCOUNT_TAGS_LIST, where_in_list
+from workflows.admin_forms.widgets import ConditionRowsWidget, TagInput
 from workflows.application.workflows import check_workflow
 from workflows.domain.errors import WorkflowValidationError
-from workflows.domain.triggers import BUILTIN_EVENTS, ConditionOp
+from workflows.domain.triggers import BUILTIN_EVENTS
 from workflows.infrastructure.models import Workflow
 
 OTHER_EVENT = "__other__"
@@ -22,29 +25,19 @@ EVENT_LABELS = {
     "tag.added": "A tag is added to a contact",
     "tag.removed": "A tag is removed from a contact",
 }
-OPERATOR_LABELS = {
-    ConditionOp.EQUALS: ("is", True),
-    ConditionOp.NOT_EQUALS: ("is not", True),
-    ConditionOp.CONTAINS: ("contains", True),
-    ConditionOp.NOT_CONTAINS: ("does not contain", True),
-    ConditionOp.IS_SET: ("is set", False),
-    ConditionOp.IS_NOT_SET: ("is empty", False),
-    ConditionOp.GREATER_THAN: ("is more than", True),
-    ConditionOp.LESS_THAN: ("is less than", True),
-}
 _CONDITION_PATH = re.compile(r"trigger\.filter\[(\d+)\](?:\.(\w+))?")
+_GOAL_PATH = re.compile(r"goals\[(\d+)\](?:\.(.*))?")
+_GOAL_THEN = re.compile(r"goals\[(\d+)\]\.then")
+_POSTED_KEY = re.compile(r"steps-(\d+)-key")
 
 
-def condition_operators() -> list[tuple[str, str, bool]]:
-    return [(op.value, label, needs) for op, (label, needs) in OPERATOR_LABELS.items()]
+def goals_supported() -> bool:
+    """Whether the workflow model holds goals yet (#11's goals land with the engine that meets them)."""
+    return any(f.name == "goals" for f in Workflow._meta.get_fields())
 
 
-def contact_condition_fields(builder: BuilderContext) -> list[tuple[str, list[tuple[str, str]]]]:
-    """What a contact condition may test: the contact's fields, its consent, its custom fields in use."""
-    contact = [(name, CONTACT_FIELD_LABELS[name]) for name in ("email", "phone", "first_name", "last_name", "tags")]
-    consent = [("unsubscribed", "Unsubscribed from email"), ("sms_opted_out", "Opted out of SMS and calls")]
-    custom = [(f"custom_fields.{name}", name) for name in builder.custom_fields]
-    return [("Contact", contact), ("Consent", consent), *([("Custom fields", custom)] if custom else [])]
+def _shown_then(then: Any) -> str:
+    return "" if then in (None, "", END) else str(then)  # blank is "end the run: goal met"
 
 
 class WorkflowForm(forms.ModelForm):
@@ -67,11 +60,15 @@ class WorkflowForm(forms.ModelForm):
         help_text="The name your app posts to /api/v1/events. Choosing it here declares it for this account.",
     )
     trigger_tag = forms.CharField(label="Tag", required=False, max_length=64)
-    trigger_filter = ConditionRowsField(
-        label="Only for contacts where",
-        required=False,
-        boolean_fields=("unsubscribed", "sms_opted_out"),
-        numeric_ops=(ConditionOp.GREATER_THAN.value, ConditionOp.LESS_THAN.value),
+    trigger_filter = condition_rows_field(label="Only for contacts where", required=False)
+    goals = ConditionBlocksField(
+        label="What counts as a goal",
+        conditions=condition_rows_field(),
+        block_label="Goal",
+        need_target="",
+        default_target=END,
+        help_text="When a contact in this workflow meets a goal, wherever their run is, it ends (or jumps to "
+        "the step you choose) and no later step runs. The first goal met counts.",
     )
     reenrollment = forms.ChoiceField(
         label="Can a contact go through it again?",
@@ -110,16 +107,45 @@ class WorkflowForm(forms.ModelForm):
             self.initial["trigger_type"] = "event"
         self.fields["trigger_tag"].help_text = "Only this tag; leave empty for any tag."
         self.fields["trigger_filter"].widget = ConditionRowsWidget(
-            field_choices=contact_condition_fields(self.builder), operators=condition_operators()
-        )
-        self.fields["trigger_filter"].no_value_ops = frozenset(  # type: ignore[attr-defined]  # read by its widget
-            op.value for op, (_label, needs) in OPERATOR_LABELS.items() if not needs
+            field_choices=condition_fields(self.builder, trigger_data=False, steps_group=False),
+            operators=operator_choices(),
         )
         self.fields["trigger_filter"].help_text = "Every condition must hold when the event happens. None: everyone."
         if self.instance.pk:
             self.initial["trigger_filter"] = self.instance.trigger_filter
+            self.initial["goals"] = [
+                {"name": g.get("name", ""), "conditions": g.get("conditions") or [], "next": _shown_then(g.get("then"))}
+                for g in (getattr(self.instance, "goals", None) or [])
+                if isinstance(g, dict)
+            ]
+        if not goals_supported():
+            del self.fields["goals"]
+            return
+        self.fields["goals"].widget = ConditionBlocksWidget(
+            conditions=ConditionRowsWidget(
+                field_choices=condition_fields(self.builder, event_data=True, trigger_data=False, steps_group=False),
+                operators=operator_choices(),
+            ),
+            target=StepChoiceWidget(steps=self.builder.steps, blank_label="End the run: goal met", end_label=""),
+            block_label="Goal",
+            name_placeholder="e.g. Bought",
+            when_label="The contact meets it when all of these hold",
+            target_label="go to",
+            add_label="Add a goal",
+        )
         if "account" in self.fields:
             self.fields["account"].help_text = ""
+
+    def goal_list(self) -> list[dict[str, Any]]:
+        """The goals as the CONTRACT reads them: [{"name", "conditions", "then"}], "then" "$end" by default."""
+        return [
+            {
+                "name": goal["name"],
+                "conditions": goal["conditions"],
+                "then": goal["next"] if goal["next"] != "" else END,
+            }
+            for goal in self.cleaned_data.get("goals") or []
+        ]
 
     def event_name(self) -> str:
         data = self.cleaned_data
@@ -145,6 +171,8 @@ class WorkflowForm(forms.ModelForm):
         if data.get("trigger_type") == "event" and data.get("trigger_event") == OTHER_EVENT and not declared:
             self.add_error("trigger_custom_event", "Type the name of the event your app sends.")
             return data
+        goals = self.goal_list() if "goals" in self.fields and "goals" in data else None
+        steps_posted = self.posted_step_keys()
         try:
             check_workflow(
                 name=data.get("name", self.instance.name),
@@ -153,11 +181,26 @@ class WorkflowForm(forms.ModelForm):
                 reenrollment=data.get("reenrollment") or "never",
                 steps=[],  # the steps' own formset checks them
                 known_events=frozenset([*self.builder.known_events, *declared]),
+                **({"goals": goals} if goals is not None else {}),
             )
         except WorkflowValidationError as exc:
             for error in exc.errors:
+                goal = _GOAL_THEN.fullmatch(error.path)
+                if goal and goals and goals[int(goal.group(1))]["then"] in steps_posted:
+                    continue  # a step of the page: checked again with the steps when the service saves both
                 self._place(error.path, error.reason)
         return data
+
+    def posted_step_keys(self) -> frozenset[str]:
+        """The keys of the steps the page posted (a goal may jump to one of them)."""
+        if not self.is_bound:
+            return frozenset()
+        keys = set()
+        for name, value in self.data.items():
+            match = _POSTED_KEY.fullmatch(name)
+            if match and value and not self.data.get(f"steps-{match.group(1)}-DELETE"):
+                keys.add(str(value).strip())
+        return frozenset(keys)
 
     def _place(self, path: str, reason: str) -> None:
         text = reason[:1].upper() + reason[1:]
@@ -169,6 +212,10 @@ class WorkflowForm(forms.ModelForm):
         elif match := _CONDITION_PATH.match(path):
             part = f" ({match.group(2)})" if match.group(2) else ""
             self.add_error("trigger_filter", f"Condition {int(match.group(1)) + 1}{part}: {reason}")
+        elif _GOAL_PATH.match(path) and "goals" in self.fields:
+            self.add_error("goals", f"{where_in_list(path)}: {reason}")
+        elif path.startswith("goals"):
+            self.add_error("goals", text)
         elif path.startswith("trigger.filter"):
             self.add_error("trigger_filter", text)
         elif path in ("name", "description", "reenrollment") and path in self.fields:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from uuid import UUID
 
@@ -138,6 +138,8 @@ class TimelineStep:
     attempts: list[ExecutionLog]
     label: str = ""  # what the page calls the step (its name, or its action in words)
     summary: str = ""  # one line saying what it does
+    key: str = ""  # the step's key in its version (CONTRACT: how the graph and the log name it)
+    decisions: list[dict] = field(default_factory=list)  # what it chose, each time it ran (ExecutionLog.decision)
 
 
 def run_timeline(*, execution: WorkflowExecution) -> list[TimelineStep]:
@@ -171,6 +173,8 @@ def run_timeline(*, execution: WorkflowExecution) -> list[TimelineStep]:
                 action_type=step.get("action_type", ""),
                 state=state,
                 attempts=attempts,
+                key=step.get("key") or f"step_{index + 1}",
+                decisions=[dict(log.decision) for log in attempts if log.decision],
             )
         )
     return steps

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Min, Q
+from django.db.models import Count, Exists, Min, OuterRef, Q
 from django.db.models.functions import TruncDay, TruncHour
 from django.utils import timezone
 
@@ -31,11 +31,21 @@ class RunCounts:
     completed: int = 0
     failed: int = 0
     cancelled: int = 0
+    # met a goal: ended by it (the reason "goal met: <name>") or moved on by it (a log row's goal decision)
+    met_goal: int = 0
+
+
+GOAL_MET = "goal met"
 
 
 def _run_counts(query) -> RunCounts:
     counts = query.aggregate(
         started=Count("id"),
+        met_goal=Count(
+            "id",
+            filter=Q(status=ExecutionStatus.COMPLETED, end_reason__startswith=GOAL_MET)
+            | Q(Exists(ExecutionLog.objects.filter(execution=OuterRef("pk"), decision__kind="goal"))),
+        ),
         in_flight=Count("id", filter=Q(status__in=IN_FLIGHT)),
         completed=Count("id", filter=Q(status=ExecutionStatus.COMPLETED)),
         failed=Count("id", filter=Q(status=ExecutionStatus.FAILED)),
@@ -54,10 +64,18 @@ class StepCounts:
     index: int
     name: str
     action_type: str
+    key: str = ""
     passed: int = 0
     failed: int = 0
     skipped: int = 0
     retried: int = 0
+    # a branch or split: how many runs took each of its paths, most taken first
+    paths: list[tuple[str, int]] = field(default_factory=list)
+
+
+def _most_taken_first(item: tuple[str, int]) -> tuple[int, bool, str]:
+    """Most taken first; at a tie the default comes after the branches."""
+    return (-item[1], item[0].startswith("the default"), item[0])
 
 
 def workflow_step_counts(*, workflow_id: int, since: datetime) -> list[StepCounts]:
@@ -68,6 +86,7 @@ def workflow_step_counts(*, workflow_id: int, since: datetime) -> list[StepCount
         .values("step_index")
         .annotate(
             name=Min("step_name"),
+            key=Min("step_key"),
             action_type=Min("action_type"),
             passed=Count("id", filter=Q(outcome=StepOutcome.SUCCEEDED)),
             failed=Count("id", filter=Q(outcome=StepOutcome.FAILED)),
@@ -76,15 +95,33 @@ def workflow_step_counts(*, workflow_id: int, since: datetime) -> list[StepCount
         )
         .order_by("step_index")
     )
+    taken: dict[int, dict[str, int]] = {}
+    decided = (
+        ExecutionLog.objects.filter(
+            execution__workflow_id=workflow_id, started_at__gte=since, decision__kind__in=["branch", "split"]
+        )
+        .order_by()
+        .values("step_index", "decision__kind", "decision__branch", "decision__path")
+        .annotate(n=Count("id"))
+    )
+    for row in decided:
+        if row["decision__kind"] == "split":
+            path = f"path “{row['decision__path']}”"
+        else:
+            path = f"“{row['decision__branch']}”" if row["decision__branch"] else "the default (no branch held)"
+        per_step = taken.setdefault(row["step_index"], {})
+        per_step[path] = per_step.get(path, 0) + row["n"]
     return [
         StepCounts(
             index=row["step_index"],
             name=row["name"] or "",
+            key=row["key"] or "",
             action_type=row["action_type"] or "",
             passed=row["passed"],
             failed=row["failed"],
             skipped=row["skipped"],
             retried=row["retried"],
+            paths=sorted(taken.get(row["step_index"], {}).items(), key=_most_taken_first),
         )
         for row in rows
     ]

@@ -190,7 +190,7 @@ def test_the_page_says_when_the_draft_differs_from_what_runs(marketer, account):
     WorkflowService().publish(workflow_id=workflow.pk)
     history = marketer.get(reverse("admin:workflows_workflow_versions", args=[workflow.pk]) + "?a=1&b=2")
     changes = [(c.where, c.what, c.before, c.after) for c in history.context["changes"]]
-    assert changes == [("Step 1 (add_tag)", "tag", "one", "two")]
+    assert changes == [("Step step_1 (add_tag)", "tag", "one", "two")]
 
 
 def _step_post(account, prefix, action_type, fields, **extra):

@@ -169,3 +169,56 @@ def test_bulk_tagging_leaves_a_contact_that_has_every_tag_it_may_hold_and_says_s
     assert f"1 not: a contact has at most {MAX_TAGS} tags" in page
     assert Contact.objects.get(pk=world["contact"].pk).tags == ["vip"]
     assert len(Contact.objects.get(pk=full.pk).tags) == MAX_TAGS
+
+
+def _branch_post(account, workflow):
+    from tests.integration.admin.test_builder import page_data
+
+    steps = [
+        ("add_tag", {"tag": "x"}),
+        (
+            "branch",
+            {
+                "branches-0-name": "VIP",
+                "branches-0-when-field": ["tags"],
+                "branches-0-when-path": [""],
+                "branches-0-when-op": ["contains"],
+                "branches-0-when-value": ["vip"],
+                "branches-0-next": "$end",
+                "default": "done",
+            },
+        ),
+        ("end", {}),
+    ]
+    data = page_data(account, steps, existing=list(workflow.steps.order_by("position")), name=workflow.name)
+    data.update({"steps-0-key": "step_1", "steps-1-key": "check", "steps-2-key": "done"})
+    return data
+
+
+@pytest.mark.parametrize(("role", "may"), [("marketer", True), ("viewer", False), ("operator", False)])
+def test_each_role_building_a_branch_and_a_goal_met_count(client, account, world, role, may):
+    """The builder's deciding steps are saved by whoever may change the workflow, checked on the server."""
+    workflow = world["workflow"]
+    as_role(client, account, role)
+    url = reverse("admin:workflows_workflow_change", args=[workflow.pk])
+    response = client.post(url, _branch_post(account, workflow))
+    kinds = list(workflow.steps.order_by("position").values_list("action_type", flat=True))
+    if may:
+        assert response.status_code == 302, response.content.decode()[:2000]
+        assert kinds == ["add_tag", "branch", "end"]
+    else:
+        assert response.status_code == 403
+        assert kinds == ["add_tag"]
+    stats = client.get(reverse("admin:workflows_workflow_stats", args=[workflow.pk]))
+    assert stats.status_code == 200  # every role may read the numbers (met their goal, which way they went)
+    assert 'data-testid="met-goal"' in stats.content.decode()
+
+
+def test_a_member_of_another_account_cannot_build_on_its_workflows(client, account, world):
+    theirs = world["theirs"]
+    as_role(client, world["their_contact"].account, "marketer")  # a marketer, but of the other account
+    client.logout()
+    as_role(client, account, "marketer")
+    url = reverse("admin:workflows_workflow_change", args=[theirs.pk])
+    assert client.post(url, _branch_post(theirs.account, theirs)).status_code in (302, 404)
+    assert list(theirs.steps.values_list("action_type", flat=True)) == ["add_tag"]

@@ -21,34 +21,237 @@
           const all = rows.querySelectorAll("[data-row]");
           const last = all[all.length - 1];
           const copy = last.cloneNode(true);
+          unready(copy);
           copy.querySelectorAll("input").forEach(function (i) { i.value = ""; });
-          copy.querySelectorAll("select").forEach(function (s) { s.selectedIndex = s.hasAttribute("data-condition-op") ? 0 : 0; });
+          copy.querySelectorAll("select").forEach(function (s) { s.selectedIndex = 0; s.dataset.value = ""; });
+          copy.querySelectorAll(".relay-personalize").forEach(function (b) { b.remove(); });
           last.after(copy);
           initPersonalize(copy);
           initConditions(copy);
+          refreshChoices();
+          updateSplits();
           const first = copy.querySelector("input, select");
           if (first) first.focus();
         } else if (remove) {
           const row = remove.closest("[data-row]");
           if (rows.querySelectorAll("[data-row]").length > 1) row.remove();
           else row.querySelectorAll("input").forEach(function (i) { i.value = ""; });
+          updateSplits();
         }
       });
     });
     initConditions(root);
   }
 
+  // A copy of a row or block carries its original's "ready" marks: clear them so it gets its own listeners.
+  function unready(root) {
+    [root, ...root.querySelectorAll("*")].forEach(function (el) {
+      ["ready", "personalizeReady", "counterReady", "jsonReady"].forEach(function (k) { delete el.dataset[k]; });
+    });
+  }
+
+  // Condition rows: a path beside "a value sent with the trigger…", and a value input that fits the operator.
+  const PLACEHOLDERS = { text: "value", number: "a number", list: "values, separated by commas", date: "2027-01-15, or -3 days" };
   function initConditions(root) {
-    root.querySelectorAll("[data-condition-op]").forEach(function (select) {
+    root.querySelectorAll("[data-conditions] [data-row]").forEach(function (row) {
+      if (row.dataset.ready) return;
+      row.dataset.ready = "1";
+      const field = row.querySelector("[data-condition-field]");
+      const path = row.querySelector("[data-condition-path]");
+      const op = row.querySelector("[data-condition-op]");
+      const value = row.querySelector("[data-condition-value]");
+      const bool = row.querySelector("[data-condition-bool]");
       const update = function () {
-        const option = select.options[select.selectedIndex];
-        const value = select.closest("[data-row]").querySelector("input[type=text]");
-        if (value) value.hidden = option && option.dataset.needsValue === "0";
+        const chosen = field && field.options[field.selectedIndex];
+        const kind = (op && op.options[op.selectedIndex] && op.options[op.selectedIndex].dataset.kind) || "text";
+        if (path) path.hidden = !(field && field.value.endsWith("."));
+        const isBool = !!(chosen && chosen.dataset.boolean) && kind === "text";
+        if (value) {
+          value.hidden = kind === "none" || isBool;
+          value.placeholder = PLACEHOLDERS[kind] || "value";
+          value.inputMode = kind === "number" ? "decimal" : "text";
+        }
+        if (bool) {
+          bool.hidden = !isBool;
+          if (isBool) {
+            if (value.value !== "true" && value.value !== "false") value.value = "true";
+            bool.value = value.value;
+          }
+        }
       };
-      if (!select.dataset.ready) { select.dataset.ready = "1"; select.addEventListener("change", update); }
+      if (field) field.addEventListener("change", update);
+      if (op) op.addEventListener("change", update);
+      if (bool) bool.addEventListener("change", function () { value.value = bool.value; });
       update();
     });
   }
+
+  // --- where the run goes: step choices, the steps' results, branch blocks, split totals -------------
+  function stepRefs() {
+    const kinds = config.stepKinds || {};
+    const refs = [];
+    document.querySelectorAll("[data-steps] > [data-step]").forEach(function (card) {
+      if (card.dataset.removed) return;
+      const type = card.querySelector("[data-action-type]")?.value || "";
+      const key = (card.querySelector("[data-step-key]")?.value || "").trim();
+      const name = (card.querySelector(".relay-step-head input[name$='-name']")?.value || "").trim();
+      refs.push({ card: card, key: key, type: type, label: name || (kinds[type] ? kinds[type].label : "Step") });
+    });
+    return refs;
+  }
+  function option(value, label, selected) {
+    const o = document.createElement("option");
+    o.value = value; o.textContent = label; o.selected = !!selected;
+    return o;
+  }
+  function refreshChoices() {
+    const refs = stepRefs();
+    document.querySelectorAll("select[data-step-choice]").forEach(function (select) {
+      const owner = select.closest("[data-step]");
+      const current = select.value || select.dataset.value || "";
+      const only = select.dataset.only || "";
+      select.innerHTML = "";
+      select.appendChild(option("", select.dataset.blank || "— choose a step —", !current));
+      let found = !current || (current === "$end" && !!select.dataset.end);
+      refs.forEach(function (ref, index) {
+        if (ref.card === owner || !ref.key || (only && ref.type !== only)) return;
+        if (ref.key === current) found = true;
+        select.appendChild(option(ref.key, (index + 1) + ". " + ref.label + " (" + ref.key + ")", ref.key === current));
+      });
+      if (!found) select.appendChild(option(current, current + " (no such step)", true));
+      if (select.dataset.end) select.appendChild(option("$end", select.dataset.end, current === "$end"));
+      select.dataset.value = select.value;
+    });
+    document.querySelectorAll("optgroup[data-earlier-steps]").forEach(function (group) {
+      const owner = group.closest("[data-step]");
+      const select = group.closest("select");
+      const current = select.dataset.renamed || select.value;
+      delete select.dataset.renamed;
+      group.innerHTML = "";
+      refs.forEach(function (ref) {
+        if (ref.card === owner || !ref.key) return;
+        const base = "steps." + ref.key;
+        const add = function (value, label, boolean) {
+          const o = option(value, ref.label + ": " + label, value === current);
+          if (boolean) o.dataset.boolean = "1";
+          group.appendChild(o);
+        };
+        if (ref.type === "send_email") { add(base + ".opened", "was opened", true); add(base + ".clicked", "a link was clicked", true); }
+        else if (ref.type === "webhook") { add(base + ".status_code", "response status"); add(base + ".body.", "answer field…"); }
+        else if (ref.type === "send_sms" || ref.type === "send_voice") add(base + ".status", "delivery status");
+      });
+      if (current && select.value !== current) {
+        // a step's result chosen before that step was renamed or removed: keep it, named as typed
+        group.appendChild(option(current, current, true));
+      }
+    });
+  }
+  // A new step's key: step_<its position>, or the next number free (keys stay put when steps move).
+  function nextStepKey() {
+    const refs = stepRefs();
+    const keys = new Set(refs.map(function (r) { return r.key; }).filter(Boolean));
+    let n = refs.length;
+    while (keys.has("step_" + n)) n += 1;
+    return "step_" + n;
+  }
+  function showNextRow(card) {
+    const type = card.querySelector("[data-action-type]")?.value || "";
+    const kind = (config.stepKinds || {})[type];
+    const row = card.querySelector("[data-next-row]");
+    if (!row) return;
+    const useJson = card.querySelector("[data-use-json]")?.checked;
+    row.hidden = !!(kind && kind.decides && !useJson);
+    const label = row.querySelector("[data-next-label]");
+    if (label && kind) label.textContent = kind.nextLabel;
+  }
+
+  function initBlocks(root) {
+    root.querySelectorAll("[data-blocks]").forEach(function (blocks) {
+      if (blocks.dataset.ready) return;
+      blocks.dataset.ready = "1";
+      const base = blocks.dataset.blocks;
+      const renumber = function () {
+        blocks.querySelectorAll(":scope > [data-block]").forEach(function (block, i) {
+          const label = block.querySelector("[data-block-number]");
+          if (label) label.textContent = label.textContent.replace(/\d+$/, String(i + 1));
+        });
+      };
+      blocks.addEventListener("click", function (event) {
+        const add = event.target.closest("[data-add-block]");
+        const remove = event.target.closest("[data-remove-block]");
+        if (add && add.parentElement === blocks) {
+          const all = blocks.querySelectorAll(":scope > [data-block]");
+          const last = all[all.length - 1];
+          let index = 0;
+          all.forEach(function (b) { index = Math.max(index, parseInt(b.dataset.blockIndex, 10) + 1); });
+          const copy = last.cloneNode(true);
+          unready(copy);
+          const from = base + "-" + last.dataset.blockIndex + "-", to = base + "-" + index + "-";
+          copy.dataset.blockIndex = String(index);
+          copy.querySelectorAll("[name]").forEach(function (el) { el.name = el.name.replace(from, to); });
+          copy.querySelectorAll("[data-rows]").forEach(function (el) { el.dataset.rows = el.dataset.rows.replace(from, to); });
+          const rows = copy.querySelectorAll("[data-row]");
+          rows.forEach(function (row, i) { if (i < rows.length - 1) row.remove(); });
+          copy.querySelectorAll("input").forEach(function (i) { i.value = ""; });
+          copy.querySelectorAll("select").forEach(function (s) { s.selectedIndex = 0; s.dataset.value = ""; });
+          copy.querySelectorAll(".relay-personalize").forEach(function (b) { b.remove(); });
+          last.after(copy);
+          initRows(copy);
+          renumber();
+          refreshChoices();
+          copy.querySelector("input").focus();
+        } else if (remove) {
+          const block = remove.closest("[data-block]");
+          if (blocks.querySelectorAll(":scope > [data-block]").length > 1) block.remove();
+          else block.querySelectorAll("input").forEach(function (i) { i.value = ""; });
+          renumber();
+        }
+      });
+    });
+  }
+
+  function updateSplits() {
+    document.querySelectorAll("[data-split]").forEach(function (split) {
+      const out = split.querySelector("[data-split-total]");
+      if (!out) return;
+      let total = 0, bad = false;
+      split.querySelectorAll("[data-split-weight]").forEach(function (input) {
+        const n = Number(input.value);
+        if (input.value === "" || !Number.isInteger(n) || n < 1 || n > 100) bad = true; else total += n;
+      });
+      const ok = !bad && total === 100;
+      out.textContent = ok ? "Total: 100% ✓" : bad ? "Each share is a whole number from 1 to 100." :
+        "Total: " + total + "%: the shares must add up to 100%.";
+      out.className = "relay-split-total " + (ok ? "relay-ok" : "relay-bad");
+    });
+  }
+  // Renaming a step's key carries every choice that named it (paths, "then go to", conditions on its result).
+  function renameKey(from, to) {
+    if (!from || !to || from === to) return;
+    document.querySelectorAll("select[data-step-choice]").forEach(function (select) {
+      if ((select.value || select.dataset.value) === from) { select.dataset.value = to; select.value = ""; }
+    });
+    document.querySelectorAll("select[data-condition-field]").forEach(function (select) {
+      const prefix = "steps." + from + ".";
+      if (select.value.startsWith(prefix)) {
+        const renamed = "steps." + to + "." + select.value.slice(prefix.length);
+        select.dataset.renamed = renamed;
+      }
+    });
+  }
+  document.addEventListener("focusin", function (event) {
+    const t = event.target;
+    if (t.matches && t.matches("[data-step-key]") && t.value.trim()) t.dataset.prev = t.value.trim();
+  });
+  document.addEventListener("input", function (event) {
+    const t = event.target;
+    if (t.matches && t.matches("[data-step-key]")) {
+      const typed = t.value.trim();
+      if (typed) { renameKey(t.dataset.prev, typed); t.dataset.prev = typed; }  // cleared on the way: keep the last
+    }
+    if (t.matches && t.matches("[data-split-weight]")) updateSplits();
+    if (t.matches && (t.matches("[data-step-key]") || t.matches(".relay-step-head input[name$='-name']"))) refreshChoices();
+  });
 
   // --- fields shown for one choice only (wait: for a while / until; voice: message / recording) -------
   function initShowIf(root) {
@@ -59,7 +262,7 @@
       const update = function () {
         let current = "";
         inputs.forEach(function (i) { if ((i.type !== "radio" || i.checked)) current = i.value; });
-        row.hidden = current !== wanted;
+        row.hidden = wanted.split("|").indexOf(current) < 0;
       };
       inputs.forEach(function (i) { i.addEventListener("change", update); });
       update();
@@ -241,23 +444,26 @@
     });
     const mode = card.querySelector("[data-config-mode]");
     if (mode) mode.value = useJson ? "json" : "form";
+    showNextRow(card);
   }
   function initCard(card) {
     if (card.dataset.ready) return;
     card.dataset.ready = "1";
+    const keyInput = card.querySelector("[data-step-key]");
+    if (keyInput && keyInput.value) keyInput.dataset.prev = keyInput.value.trim();
     const select = card.querySelector("[data-action-type]");
-    if (select) select.addEventListener("change", function () { showConfig(card); });
+    if (select) select.addEventListener("change", function () { showConfig(card); refreshChoices(); });
     const json = card.querySelector("[data-use-json]");
     if (json) json.addEventListener("change", function () { showConfig(card); });
     card.querySelector("[data-move=up]")?.addEventListener("click", function () {
       let prev = card.previousElementSibling;
       while (prev && prev.dataset.removed) prev = prev.previousElementSibling;
-      if (prev) { prev.before(card); renumber(); card.querySelector("[data-move=up]").focus(); }
+      if (prev) { prev.before(card); renumber(); refreshChoices(); card.querySelector("[data-move=up]").focus(); }
     });
     card.querySelector("[data-move=down]")?.addEventListener("click", function () {
       let next = card.nextElementSibling;
       while (next && next.dataset.removed) next = next.nextElementSibling;
-      if (next) { next.after(card); renumber(); card.querySelector("[data-move=down]").focus(); }
+      if (next) { next.after(card); renumber(); refreshChoices(); card.querySelector("[data-move=down]").focus(); }
     });
     card.querySelector("[data-remove-step]")?.addEventListener("click", function () {
       const del = card.querySelector('input[name$="-DELETE"]');
@@ -265,6 +471,7 @@
       card.dataset.removed = "1";
       card.hidden = true;
       renumber();
+      refreshChoices();
     });
     // Drag and drop: only from the handle, so text in the fields can still be selected.
     const handle = card.querySelector("[data-drag-handle]");
@@ -279,10 +486,12 @@
         card.classList.remove("relay-dragging");
         card.draggable = false;
         renumber();
+        refreshChoices();
       });
     }
     initPersonalize(card);
     initRows(card);
+    initBlocks(card);
     initShowIf(card);
     initSmsCounter(card);
     initJsonCheck(card);
@@ -316,8 +525,13 @@
     total.value = String(index + 1);
     const select = card.querySelector("[data-action-type]");
     select.value = actionType;
+    const key = card.querySelector("[data-step-key]");
+    if (key && !key.value) key.value = nextStepKey();
+    if (key) key.dataset.prev = key.value;
     initCard(card);
     renumber();
+    refreshChoices();
+    updateSplits();
     card.scrollIntoView({ block: "center", behavior: "smooth" });
     const first = card.querySelector("[data-config-for='" + actionType + "'] input:not([type=hidden]):not([type=radio]), [data-config-for='" + actionType + "'] textarea");
     (first || card.querySelector("input[name$=-name]")).focus();
@@ -379,9 +593,11 @@
     // The workflow's own fields (outside the steps): condition rows, tags, personalisation.
     const form = document.querySelector("#content-main form");
     if (form) {
-      form.querySelectorAll("fieldset.module:not(.relay-steps-module)").forEach(function (fs) { initRows(fs); initPersonalize(fs); });
+      form.querySelectorAll("fieldset.module:not(.relay-steps-module)").forEach(function (fs) { initRows(fs); initBlocks(fs); initPersonalize(fs); });
     }
     initTrigger();
     renumber();
+    refreshChoices();
+    updateSplits();
   });
 })();
