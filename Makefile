@@ -25,7 +25,7 @@ CHAOS_REPORT ?= chaos-report.jsonl
 chaos: install
 	@rm -f $(CHAOS_REPORT)
 	RELAY_CHAOS=full RELAY_REQUIRE_POSTGRES=1 RELAY_CHAOS_REPORT=$(abspath $(CHAOS_REPORT)) \
-		timeout --signal=INT --kill-after=30 900 $(PY) -m pytest tests/chaos $(PYTEST_ARGS)
+		timeout --signal=INT --kill-after=30 900 $(PY) -m pytest tests/chaos --durations=0 $(PYTEST_ARGS)
 	@cat $(CHAOS_REPORT)
 
 # mypy with the Django and DRF plugins over the whole tree (configured in pyproject.toml).

@@ -38,7 +38,7 @@ from workflows.admin_forms import actions as _step_forms  # noqa: F401 - registe
 from workflows.admin_forms import decisions as _decision_forms  # noqa: F401 - registers the deciding steps' forms
 from workflows.admin_forms.context import BuilderContext, StepRef, builder_context
 from workflows.admin_forms.steps import ACCOUNT_TAGS_LIST, STEP_FORMS, StepForm, StepFormSet, step_palette
-from workflows.admin_forms.summary import decision_words, step_lines
+from workflows.admin_forms.summary import decision_words, step_lines, waiting_words
 from workflows.admin_forms.workflow import EVENT_LABELS, WorkflowForm, goals_supported
 from workflows.application.errors import NotFound
 from workflows.application.previews import PreviewRefused, step_preview, step_send_test
@@ -394,7 +394,9 @@ class WorkflowAdmin(AccountScopedAdmin):
     def save_related(self, request: HttpRequest, form: WorkflowForm, formsets: list, change: bool) -> None:
         for formset in formsets:
             if isinstance(formset, StepFormSet):
-                WorkflowService().update(workflow_id=form.instance.pk, steps=formset.steps())
+                # Goals go with the steps: a goal may jump to a step the same save adds.
+                goals: dict[str, Any] = {"goals": form.goal_list()} if "goals" in form.fields else {}
+                WorkflowService().update(workflow_id=form.instance.pk, steps=formset.steps(), **goals)
             # The service wrote the steps; tell the admin's change message there is nothing more.
             formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
 
@@ -501,7 +503,12 @@ class WorkflowAdmin(AccountScopedAdmin):
         workflow = self._viewable(request, workflow_id)
         versions = list(workflow_versions(workflow_id=workflow.pk))
         shapes: dict[str, dict[str, Any]] = {
-            str(v.number): {"trigger": v.trigger_dict(), "reenrollment": v.reenrollment, "steps": shown_steps(v.steps)}
+            str(v.number): {
+                "trigger": v.trigger_dict(),
+                "reenrollment": v.reenrollment,
+                "steps": shown_steps(v.steps),
+                "goals": getattr(v, "goals", None) or [],
+            }
             for v in versions
         }
         draft: list[Mapping[str, Any]] = [s.as_dict() for s in workflow.steps.order_by("position", "id")]
@@ -509,6 +516,7 @@ class WorkflowAdmin(AccountScopedAdmin):
             "trigger": workflow.trigger_dict(),
             "reenrollment": workflow.reenrollment,
             "steps": shown_steps(draft),
+            "goals": getattr(workflow, "goals", None) or [],
         }
         live = str(workflow.current_version.number) if workflow.current_version else None
         newest = str(versions[0].number) if versions else "draft"
@@ -785,7 +793,9 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
     @admin.display(description="path")
     def path_taken(self, execution: WorkflowExecution) -> str:
         """The keys of the steps the run went through, in order."""
-        return " → ".join(run_path(execution.context, execution.current_step_index, execution.step_count))
+        return " → ".join(
+            run_path(execution.context, execution.current_step_index, execution.step_count, execution.current_step_key)
+        )
 
     @admin.display(description="version")
     def version_number(self, execution: WorkflowExecution) -> str:
@@ -803,6 +813,11 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
             job_admin = self.admin_site.get_model_admin(Job)  # jobs are shown to a role that may see jobs
             shown_jobs = [job for job in jobs if job_admin.has_view_permission(request, job)]
             timeline = run_timeline(execution=execution)
+            # A run waiting for an event: what, and until when (the wait's row; absent for a time wait).
+            event_wait = getattr(execution, "event_wait", None) if execution.status == "waiting" else None
+            if event_wait is not None:
+                extra["waiting_for"] = waiting_words(event_wait.event, event_wait.match)
+                extra["waiting_until"] = event_wait.timeout_at
             steps = execution.version.steps
             for step in timeline:
                 form = STEP_FORMS.get(step.action_type)
@@ -822,7 +837,9 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
                 if pending and execution.retry_count and execution.status == "queued"
                 else None,
                 live=execution.status in ("queued", "active", "waiting"),
-                run_path=run_path(execution.context, execution.current_step_index, execution.step_count),
+                run_path=run_path(
+                    execution.context, execution.current_step_index, execution.step_count, execution.current_step_key
+                ),
                 may_operate=self.has_operate_permission(request, execution),
                 moves={move for move, states in OPERATOR_MOVES.items() if execution.status in states},
                 title=f"Run of “{execution.workflow}” for {execution.contact}",

@@ -89,6 +89,12 @@ def test_a_marketer_builds_a_branch_and_a_split_through_the_forms(page: Page):
     choose_step(targets[0], "step_4")
     choose_step(targets[1], "step_5")
     choose_step(within(variant, "[data-next-row] select"), "step_5")
+    # Renaming a key carries the choices that named it.
+    key = within(split, "[data-step-key]")
+    key.clear()
+    key.send_keys("ab_test")
+    chosen = Select(within(branch, "[data-block] select[data-step-choice]")).first_selected_option.text
+    assert chosen == "3. Try two subject lines (ab_test)"
     page.shot("branch-and-split")
 
     # A wait for a click, looked at and then removed: its match fields follow the event chosen.
@@ -131,7 +137,7 @@ def test_a_marketer_builds_a_branch_and_a_split_through_the_forms(page: Page):
                     {
                         "name": "VIP",
                         "conditions": [{"field": "tags", "op": "contains", "value": "vip"}],
-                        "next": "step_3",
+                        "next": "ab_test",
                     },
                     {
                         "name": "Has a plan",
@@ -144,7 +150,7 @@ def test_a_marketer_builds_a_branch_and_a_split_through_the_forms(page: Page):
             "",
         ),
         (
-            "step_3",
+            "ab_test",
             "split",
             {"paths": [{"name": "A", "weight": 50, "next": "step_4"}, {"name": "B", "weight": 50, "next": "step_5"}]},
             "",

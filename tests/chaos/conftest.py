@@ -1,10 +1,11 @@
-"""The chaos suite's fixtures: the test database's URL for the invariants, the effect table, the records file."""
+"""The chaos suite's fixtures: the test database's URL for the invariants, the effect table, the records file,
+and (from the workflow end-to-end tests) a webhook server on loopback the SSRF guard lets through."""
 
 import pytest
 
 import tests.chaos.handlers  # noqa: F401 - registers chaos.work in this process, so enqueue accepts it
 from tests.chaos.harness import effect_table
-from tests.integration.workflows.support import WebhookServer
+from tests.e2e.workflows.conftest import _loopback_webhooks, webhook_server  # noqa: F401 - fixtures
 from tests.support.processes import test_database_url
 
 
@@ -19,16 +20,3 @@ def url(transactional_db) -> str:
 @pytest.fixture
 def runs_path(tmp_path) -> str:
     return str(tmp_path / "runs.jsonl")
-
-
-@pytest.fixture(autouse=True)
-def _loopback_webhooks(settings):
-    """The SSRF guard refuses loopback targets unless allowed; the test's webhook server lives on 127.0.0.1."""
-    settings.WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
-
-
-@pytest.fixture
-def webhook_server():
-    server = WebhookServer().start()
-    yield server
-    server.stop()

@@ -53,35 +53,28 @@ def work(payload: dict[str, Any], job: JobContext) -> None:
         tag=payload.get("tag"),
         scheduled_for=payload.get("scheduled_for"),
     )
-    try:
-        _attempt(payload, job)
-    except BaseException as exc:  # the attempt ended here (a failure, a cut connection, LeaseLost): not live
+
+    def end(outcome: str, **extra: Any) -> None:
+        finished = time.time()  # this host's clock, as the worker's acknowledgement writes completed_at
         _record(
             payload["path"],
             event="end",
-            outcome="failed",
+            outcome=outcome,
             job=str(job.id),
             attempt=job.attempt_number,
             worker=job.worker_id,
             pid=os.getpid(),
-            db_end=time.time() + offset,
-            finished=time.time(),
-            error=type(exc).__name__,
+            db_end=finished + offset,
+            finished=finished,
+            **extra,
         )
+
+    try:
+        _attempt(payload, job)
+    except BaseException as exc:  # the attempt ended here (a failure, a cut connection, LeaseLost): not live
+        end("failed", error=type(exc).__name__)
         raise
-    finished = time.time()
-    _record(
-        payload["path"],
-        event="end",
-        outcome="done",
-        job=str(job.id),
-        attempt=job.attempt_number,
-        worker=job.worker_id,
-        pid=os.getpid(),
-        db_end=finished + offset,
-        finished=finished,  # this host's clock, as the worker's acknowledgement writes completed_at
-        tag=payload.get("tag"),
-    )
+    end("done", tag=payload.get("tag"))
 
 
 def _attempt(payload: dict[str, Any], job: JobContext) -> None:

@@ -50,6 +50,11 @@ class Report:
         shown = list(examples)[:5]
         self.violations.append(f"{invariant}: {what}" + (f" (e.g. {shown})" if shown else ""))
 
+    def none_of(self, invariant: str, found: Sequence[Any], what: str) -> None:
+        """A breach of `invariant` if anything was found: "<how many> <what>", with a few examples."""
+        if found:
+            self.breach(invariant, f"{len(found)} {what}", found)
+
     def assert_held(self) -> None:
         assert not self.violations, f"{self.scenario}: invariants broken:\n" + "\n".join(self.violations)
 
@@ -99,8 +104,7 @@ def check_jobs(
     unfinished = [i for i in ids if i in rows and rows[i][1] != expect]
     report.figures["jobs"] = len(ids)
     report.figures["jobs_lost"] = len(missing) + len(unfinished)
-    if missing:
-        report.breach("I1", f"{len(missing)} committed jobs are gone", missing)
+    report.none_of("I1", missing, "committed jobs are gone")
     if unfinished:
         states = Counter(rows[i][1] for i in unfinished)
         report.breach("I1", f"{len(unfinished)} jobs did not end {expect}: {dict(states)}", unfinished)
@@ -152,30 +156,18 @@ def check_jobs(
     report.figures["attempts_started"] = sum(len(a) for j, a in attempts.items() if j in set(ids))
     report.figures["attempts_cut_short"] = crashed
     report.figures["duplicate_deliveries"] = duplicate_deliveries
-    if overlaps:
-        report.breach("I2", f"{len(overlaps)} attempts started while an earlier one was live", overlaps)
-    if reused:
-        report.breach("I2/I4", f"{len(reused)} attempt numbers ran more than once", reused)
-    if duplicates_without_retry:
-        report.breach(
-            "I2",
-            f"{len(duplicates_without_retry)} jobs delivered twice without a second attempt",
-            duplicates_without_retry,
-        )
-    if uncounted:
-        report.breach("I4", f"{len(uncounted)} jobs count fewer attempts than started", uncounted)
-    if far_leases:
-        report.breach("I5", f"{len(far_leases)} leases not within {lease_seconds} s of the database's now", far_leases)
-    if early:
-        report.breach("I5", f"{len(early)} attempts started before their job was created", early)
-    if stale_completions:
-        report.breach("I3", f"{len(stale_completions)} completions carry an earlier attempt's end", stale_completions)
+    report.none_of("I2", overlaps, "attempts started while an earlier one was live")
+    report.none_of("I2/I4", reused, "attempt numbers ran more than once")
+    report.none_of("I2", duplicates_without_retry, "jobs delivered twice without a second attempt")
+    report.none_of("I4", uncounted, "jobs count fewer attempts than started")
+    report.none_of("I5", far_leases, f"leases not within {lease_seconds} s of the database's now")
+    report.none_of("I5", early, "attempts started before their job was created")
+    report.none_of("I3", stale_completions, "completions carry an earlier attempt's end")
 
     retried = [row for row in rows.values() if row[5] is not None and row[7] is not None and row[1] == "completed"]
     off_due = [(str(r[0]), round(r[6] - r[5] - r[7], 3)) for r in retried if abs(r[6] - r[5] - r[7]) > 0.5]
     report.figures["retries_checked"] = len(retried)
-    if off_due:
-        report.breach("I5", f"{len(off_due)} retries not due their delay after the recorded failure", off_due)
+    report.none_of("I5", off_due, "retries not due their delay after the recorded failure")
 
     if once:
         effects: dict[str, list[tuple]] = defaultdict(list)
@@ -188,12 +180,9 @@ def check_jobs(
         stale = [j for j in once if len(effects[j]) == 1 and rows.get(j) and effects[j][0] != rows[j][2]]
         report.figures["exactly_once_jobs"] = len(once)
         report.figures["double_completions"] = len(doubles)
-        if doubles:
-            report.breach("I3", f"{len(doubles)} exactly-once jobs took effect twice", doubles)
-        if absent:
-            report.breach("I1", f"{len(absent)} exactly-once jobs completed without their effect", absent)
-        if stale:
-            report.breach("I3", f"{len(stale)} exactly-once effects were not the last attempt's", stale)
+        report.none_of("I3", doubles, "exactly-once jobs took effect twice")
+        report.none_of("I1", absent, "exactly-once jobs completed without their effect")
+        report.none_of("I3", stale, "exactly-once effects were not the last attempt's")
 
 
 def check_pickup(report: Report, records: list[dict[str, Any]], created: dict[str, float], *, within: float) -> None:
@@ -236,22 +225,18 @@ def check_ticks(report: Report, url: str, *, handler: str, tag: str, due: Sequen
     twice = [tick for tick, n in fired.items() if n > 1]
     never = [tick for tick in due if tick not in fired]
     report.figures["ticks_fired"] = sum(fired.values())
-    if twice:
-        report.breach("I6", f"{len(twice)} ticks fired more than once", twice)
-    if never:
-        report.breach("I6", f"{len(never)} due ticks never fired", never)
+    report.none_of("I6", twice, "ticks fired more than once")
+    report.none_of("I6", never, "due ticks never fired")
 
 
 def check_worker_identities(report: Report, logs: Iterable[str], records: list[dict[str, Any]]) -> None:
     """I8: every start logged a new worker id, and every attempt ran under one of them."""
     started = [match for log in logs for match in STARTED.findall(log)]
     repeated = [wid for wid, n in Counter(started).items() if n > 1]
-    unknown = {r["worker"] for r in records if r.get("event") == "start"} - set(started)
+    unknown = sorted({r["worker"] for r in records if r.get("event") == "start"} - set(started))
     report.figures["worker_starts"] = len(started)
-    if repeated:
-        report.breach("I8", f"{len(repeated)} worker ids were used by two starts", repeated)
-    if unknown:
-        report.breach("I8", f"{len(unknown)} attempts ran under an id no worker start logged", unknown)
+    report.none_of("I8", repeated, "worker ids were used by two starts")
+    report.none_of("I8", unknown, "attempts ran under an id no worker start logged")
 
 
 def check_runs(report: Report, url: str, *, run_ids: Sequence[Any], expect: str = "completed") -> None:
@@ -262,10 +247,7 @@ def check_runs(report: Report, url: str, *, run_ids: Sequence[Any], expect: str 
     report.figures["runs"] = len(ids)
     lost = [i for i in ids if statuses.get(i) != expect]
     report.figures["runs_lost"] = len(lost)
-    if lost:
-        report.breach(
-            "I1", f"{len(lost)} runs did not end {expect}: {dict(Counter(statuses.get(i) for i in lost))}", lost
-        )
+    report.none_of("I1", lost, f"runs did not end {expect}: {dict(Counter(statuses.get(i) for i in lost))}")
     again = _rows(
         url,
         """
@@ -278,8 +260,7 @@ def check_runs(report: Report, url: str, *, run_ids: Sequence[Any], expect: str 
         [ids],
     )
     report.figures["steps_run_again_after_success"] = len(again)
-    if again:
-        report.breach("I9", f"{len(again)} steps ran again after they were recorded succeeded", again)
+    report.none_of("I9", again, "steps ran again after they were recorded succeeded")
     stranded = _rows(
         url,
         """
@@ -290,8 +271,7 @@ def check_runs(report: Report, url: str, *, run_ids: Sequence[Any], expect: str 
         """,
     )
     report.figures["runs_stranded"] = len(stranded)
-    if stranded:
-        report.breach("I9", f"{len(stranded)} runs wait in queued/active/waiting with no job to move them", stranded)
+    report.none_of("I9", stranded, "runs wait in queued/active/waiting with no job to move them")
     report.figures["step_attempts_logged"] = _rows(
         url, "SELECT count(*) FROM workflows_executionlog WHERE execution_id = ANY(%s::uuid[])", [ids]
     )[0][0]

@@ -15,8 +15,8 @@ _SIZES: dict[str, tuple[float, float]] = {
     "KILL_RUNS": (150, 2_000),  # workflow runs (3 steps each) drained while workers are killed
     "KILLS": (3, 10),  # kill -9 of a random worker, spread over the drain
     "WORKERS": (3, 3),  # runworker processes (concurrency 2 each) in the kill scenarios
-    "CONNECTION_JOBS": (400, 3_000),  # jobs in flight when connections are cut or the server restarts
-    "FROZEN_JOBS": (6, 20),  # jobs held by the worker frozen with SIGSTOP
+    "CONNECTION_JOBS": (400, 2_000),  # jobs in flight when connections are cut or the server restarts
+    "FROZEN_JOBS": (6, 8),  # jobs held by the worker frozen with SIGSTOP (two connections each, per worker)
     "SNAPSHOT_SECONDS": (20, 300),  # the steady load under an open REPEATABLE READ transaction
     "SNAPSHOT_RATE": (40, 80),  # jobs per second of that load
     "BURST_JOBS": (3_000, 50_000),  # one account's burst

@@ -31,17 +31,6 @@ OPERATORS: dict[str, tuple[str, str]] = {
     "before": ("is before", "date"),
     "after": ("is after", "date"),
 }
-# What trigger filters accepted before the condition language grew (offered there until it accepts the rest).
-TRIGGER_FILTER_OPS = (
-    "equals",
-    "not_equals",
-    "contains",
-    "not_contains",
-    "is_set",
-    "is_not_set",
-    "greater_than",
-    "less_than",
-)
 # Fields whose value is yes or no: their rows read "true"/"false" as booleans.
 CONSENT_FIELDS = (("unsubscribed", "Unsubscribed from email"), ("sms_opted_out", "Opted out of SMS and calls"))
 EARLIER_STEPS = "Steps' results"
@@ -91,8 +80,7 @@ def condition_fields(
     contact = [(name, CONTACT_FIELD_LABELS[name]) for name in ("email", "phone", "first_name", "last_name", "tags")]
     groups: list[tuple[str, list[tuple[str, str]]]] = [("Contact", contact), ("Consent", list(CONSENT_FIELDS))]
     custom = [(f"custom_fields.{name}", name) for name in builder.custom_fields]
-    if custom:
-        groups.append(("Custom fields", custom))
+    groups.append(("Custom fields", [*custom, ("custom_fields.", "Another custom field…")]))
     if event_data:
         groups.append(("The event", [("event.", "Event data…")]))
     if trigger_data:

@@ -159,6 +159,7 @@ ENGAGEMENT_EVENTS = [
     ),
     ("SMS", [("sms.replied", "The contact replies to a text message")]),
 ]
+EVENT_WORDS = {name: label[:1].lower() + label[1:] for _group, events in ENGAGEMENT_EVENTS for name, label in events}
 BUILTIN_WAIT_EVENTS = frozenset(name for _group, events in ENGAGEMENT_EVENTS for name, _label in events)
 OTHER_EVENT = "__other__"
 TIMEOUT_UNITS = [

@@ -173,7 +173,7 @@ def where_in_list(path: str) -> str:
         if index is not None:
             words.append(f"{_ROW_WORDS.get(name, name)} {int(index) + 1}")
         else:
-            tail = {"next": "where it leads", "op": "how to compare"}.get(name, name)
+            tail = {"next": "where it leads", "then": "where it leads", "op": "how to compare"}.get(name, name)
     text = ", ".join(words) + (f" ({tail})" if tail else "")
     return _sentence(text)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import datetime, timedelta
 from typing import Any
 
 from workflows.domain.actions import parse_duration
@@ -108,6 +109,26 @@ def decision_lines(action_type: str, config: Mapping[str, Any]) -> list[tuple[st
     return []
 
 
+def _moment(value: Any) -> str:
+    """An ISO time as the run page shows times (to the second, UTC marked)."""
+    if not isinstance(value, str) or not value:
+        return ""
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return value
+    return moment.strftime("%-d %b %Y, %H:%M:%S") + (" UTC" if moment.utcoffset() == timedelta(0) else "")
+
+
+def waiting_words(event: str, match: Mapping[str, Any]) -> str:
+    """What a run waiting in a wait for an event waits for, in words (the event's label, then its match)."""
+    from workflows.admin_forms.decisions import EVENT_WORDS
+
+    said = EVENT_WORDS.get(event, f"the event {event}")
+    detail = ", ".join(f"{k} {json.dumps(v, ensure_ascii=False)}" for k, v in (match or {}).items())
+    return said + (f" ({detail})" if detail else "")
+
+
 def decision_words(decision: Mapping[str, Any]) -> str:
     """A log row's decision (CONTRACT: `ExecutionLog.decision`) in a sentence a marketer reads."""
     kind = decision.get("kind")
@@ -123,17 +144,19 @@ def decision_words(decision: Mapping[str, Any]) -> str:
     if kind == "split":
         return f"Split: bucket {decision.get('bucket')} of 100, path “{decision.get('path')}”{then}"
     if kind == "event":
-        at = decision.get("at") or ""
-        event = decision.get("event") or "the event"
+        at = _moment(decision.get("at"))
+        event = decision.get("event") or "The event it waited for"  # the wait step's card names the event
         return (
             f"{event} happened"
             + (f" at {at}" if at else "")
             + (f" (event {decision.get('event_id')})" if decision.get("event_id") else "")
-            + then
+            + (then or ": on the “it happened” path")
         )
     if kind == "timeout":
-        return f"Timed out: it did not happen in time{then}"
+        return f"Timed out: it did not happen in time{then or ': on the timed-out path'}"
     if kind == "goal":
+        if nxt in (None, "", "$end"):
+            return f"Goal met: “{decision.get('goal')}”: the run ended"
         return f"Goal met: “{decision.get('goal')}”{then}"
     if kind == "end":
         return "Ended the run here (ended by step)"

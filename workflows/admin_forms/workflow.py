@@ -7,11 +7,11 @@ from typing import Any, cast
 
 from django import forms
 
-from workflows.admin_forms.conditions import TRIGGER_FILTER_OPS, condition_fields, operator_choices
+from workflows.admin_forms.conditions import condition_fields, operator_choices
 from workflows.admin_forms.context import BuilderContext
 from workflows.admin_forms.decisions import condition_rows_field
 from workflows.admin_forms.paths import END, ConditionBlocksField, ConditionBlocksWidget, StepChoiceWidget
-from workflows.admin_forms.steps import ACCOUNT_TAGS_LIST
+from workflows.admin_forms.steps import ACCOUNT_TAGS_LIST, where_in_list
 from workflows.admin_forms.widgets import ConditionRowsWidget, TagInput
 from workflows.application.workflows import check_workflow
 from workflows.domain.errors import WorkflowValidationError
@@ -27,6 +27,8 @@ EVENT_LABELS = {
 }
 _CONDITION_PATH = re.compile(r"trigger\.filter\[(\d+)\](?:\.(\w+))?")
 _GOAL_PATH = re.compile(r"goals\[(\d+)\](?:\.(.*))?")
+_GOAL_THEN = re.compile(r"goals\[(\d+)\]\.then")
+_POSTED_KEY = re.compile(r"steps-(\d+)-key")
 
 
 def goals_supported() -> bool:
@@ -60,7 +62,7 @@ class WorkflowForm(forms.ModelForm):
     trigger_tag = forms.CharField(label="Tag", required=False, max_length=64)
     trigger_filter = condition_rows_field(label="Only for contacts where", required=False)
     goals = ConditionBlocksField(
-        label="Goals",
+        label="What counts as a goal",
         conditions=condition_rows_field(),
         block_label="Goal",
         need_target="",
@@ -106,7 +108,7 @@ class WorkflowForm(forms.ModelForm):
         self.fields["trigger_tag"].help_text = "Only this tag; leave empty for any tag."
         self.fields["trigger_filter"].widget = ConditionRowsWidget(
             field_choices=condition_fields(self.builder, trigger_data=False, steps_group=False),
-            operators=operator_choices(TRIGGER_FILTER_OPS),
+            operators=operator_choices(),
         )
         self.fields["trigger_filter"].help_text = "Every condition must hold when the event happens. None: everyone."
         if self.instance.pk:
@@ -169,6 +171,8 @@ class WorkflowForm(forms.ModelForm):
         if data.get("trigger_type") == "event" and data.get("trigger_event") == OTHER_EVENT and not declared:
             self.add_error("trigger_custom_event", "Type the name of the event your app sends.")
             return data
+        goals = self.goal_list() if "goals" in self.fields and "goals" in data else None
+        steps_posted = self.posted_step_keys()
         try:
             check_workflow(
                 name=data.get("name", self.instance.name),
@@ -177,11 +181,26 @@ class WorkflowForm(forms.ModelForm):
                 reenrollment=data.get("reenrollment") or "never",
                 steps=[],  # the steps' own formset checks them
                 known_events=frozenset([*self.builder.known_events, *declared]),
+                **({"goals": goals} if goals is not None else {}),
             )
         except WorkflowValidationError as exc:
             for error in exc.errors:
+                goal = _GOAL_THEN.fullmatch(error.path)
+                if goal and goals and goals[int(goal.group(1))]["then"] in steps_posted:
+                    continue  # a step of the page: checked again with the steps when the service saves both
                 self._place(error.path, error.reason)
         return data
+
+    def posted_step_keys(self) -> frozenset[str]:
+        """The keys of the steps the page posted (a goal may jump to one of them)."""
+        if not self.is_bound:
+            return frozenset()
+        keys = set()
+        for name, value in self.data.items():
+            match = _POSTED_KEY.fullmatch(name)
+            if match and value and not self.data.get(f"steps-{match.group(1)}-DELETE"):
+                keys.add(str(value).strip())
+        return frozenset(keys)
 
     def _place(self, path: str, reason: str) -> None:
         text = reason[:1].upper() + reason[1:]
@@ -193,9 +212,8 @@ class WorkflowForm(forms.ModelForm):
         elif match := _CONDITION_PATH.match(path):
             part = f" ({match.group(2)})" if match.group(2) else ""
             self.add_error("trigger_filter", f"Condition {int(match.group(1)) + 1}{part}: {reason}")
-        elif match := _GOAL_PATH.match(path):
-            part = f" ({match.group(2)})" if match.group(2) else ""
-            self.add_error("goals", f"Goal {int(match.group(1)) + 1}{part}: {reason}")
+        elif _GOAL_PATH.match(path) and "goals" in self.fields:
+            self.add_error("goals", f"{where_in_list(path)}: {reason}")
         elif path.startswith("goals"):
             self.add_error("goals", text)
         elif path.startswith("trigger.filter"):

@@ -520,7 +520,7 @@ class ExecutionOut(serializers.ModelSerializer):
 
     @extend_schema_field({"type": "array", "items": {"type": "string"}})
     def get_path(self, run: WorkflowExecution) -> list[str]:
-        return run_path(run.context, run.current_step_index, run.step_count)
+        return run_path(run.context, run.current_step_index, run.step_count, run.current_step_key)
 
 
 @extend_schema_serializer(component_name="ExecutionLog")

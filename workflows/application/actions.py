@@ -101,9 +101,9 @@ class StepRun:
 
     @property
     def visit(self) -> int:
-        """Which visit of this step the run is on (1 the first); runs from before the graph have no path: 1."""
-        path = self.context.get("path")
-        return path.count(self.step.key) if isinstance(path, list) else 1
+        """Which visit of this step the run is on (1 the first); runs from before the graph keep no keys: 1."""
+        done = self.context.get("step_keys")
+        return done.count(self.step.key) + 1 if isinstance(done, list) else 1
 
     def step_results(self) -> dict[str, Any]:
         """What earlier steps produced, by key (a step visited twice: its latest visit)."""

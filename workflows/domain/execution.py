@@ -212,9 +212,9 @@ class Execution:
             status=ExecutionStatus.QUEUED,
             step_count=step_count,
             current_step_key=first_key,
-            # `path`: the keys of the steps it went through, in order; `step_keys`: whose result each
-            # entry of `steps` is (so a condition can read `steps.<key>`).
-            context={"event": event, "trigger": dict(trigger_data), "steps": [], "step_keys": [], "path": [first_key]},
+            # `step_keys`: whose result each entry of `steps` is (so a condition can read `steps.<key>`); with
+            # the current step they are the run's path (`run_path`).
+            context={"event": event, "trigger": dict(trigger_data), "steps": [], "step_keys": []},
             context_changed=True,
         )
         return run, NextMove(MoveKind.RUN_STEP)
@@ -442,17 +442,15 @@ class Execution:
         if self.is_finished_with_steps:
             self.current_step_key = ""
             return True
-        path = self.context.get("path")
-        if isinstance(path, list) and to is not None:
-            if len(path) >= MAX_STEP_VISITS:
-                self.last_error = (
-                    f"the run went through {MAX_STEP_VISITS} steps: a loop is capped so a run cannot cycle forever"
-                )
-                self.last_error_category = LOOP_CAPPED
-                self._move(ExecutionStatus.FAILED, "fail")
-                self._ended(now)
-                return False
-            path.append(self.current_step_key)
+        done = self.context.get("step_keys")
+        if isinstance(done, list) and to is not None and len(done) >= MAX_STEP_VISITS:
+            self.last_error = (
+                f"the run went through {MAX_STEP_VISITS} steps: a loop is capped so a run cannot cycle forever"
+            )
+            self.last_error_category = LOOP_CAPPED
+            self._move(ExecutionStatus.FAILED, "fail")
+            self._ended(now)
+            return False
         return True
 
     def _after_step(self, now: datetime) -> NextMove:
@@ -489,11 +487,12 @@ class Execution:
         self.status = check_transition(self.status, target, action)
 
 
-def run_path(context: Any, current_step_index: int, step_count: int) -> list[str]:
-    """The keys of the steps a run went through, in order. A run started before steps had keys went
-    through its version's steps in order, up to where it is: their keys are step_1, step_2, ..."""
-    path = context.get("path") if isinstance(context, dict) else None
-    if isinstance(path, list):
-        return [str(key) for key in path]
+def run_path(context: Any, current_step_index: int, step_count: int, current_step_key: str = "") -> list[str]:
+    """The keys of the steps a run went through, in order: the steps it finished, then the one it is at (if
+    any). A run started before steps had keys went through its version's steps in order, up to where it is:
+    their keys are step_1, step_2, ..."""
+    done = context.get("step_keys") if isinstance(context, dict) else None
+    if isinstance(done, list):
+        return [*(str(key) for key in done), *([current_step_key] if current_step_key else [])]
     reached = min(current_step_index + 1, step_count)
     return [f"step_{n}" for n in range(1, reached + 1)]

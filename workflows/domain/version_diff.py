@@ -68,6 +68,25 @@ def _pairs(
     return pairs
 
 
+def _goal_changes(goals_a: Sequence[Any], goals_b: Sequence[Any]) -> list[Change]:
+    """Goals matched by name (unique in a workflow): added, removed, or what changed in one."""
+    by_name_a = {g.get("name"): g for g in goals_a if isinstance(g, Mapping)}
+    by_name_b = {g.get("name"): g for g in goals_b if isinstance(g, Mapping)}
+    changes = []
+    for name in [*by_name_b, *(n for n in by_name_a if n not in by_name_b)]:
+        a, b = by_name_a.get(name), by_name_b.get(name)
+        where = f"Goal “{name}”"
+        if a is None:
+            changes.append(Change(where, "added"))
+        elif b is None:
+            changes.append(Change(where, "removed"))
+        else:
+            for key, label in (("conditions", "conditions"), ("then", "then")):
+                if a.get(key) != b.get(key):
+                    changes.append(_value_change(where, label, a.get(key), b.get(key)))
+    return changes
+
+
 def diff_versions(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Change]:
     """`before` and `after`: {"trigger": {...}, "reenrollment": ..., "steps": [...]}, as versions store them."""
     changes: list[Change] = []
@@ -77,6 +96,7 @@ def diff_versions(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[C
             changes.append(_value_change("Trigger", label, trigger_a.get(key), trigger_b.get(key)))
     if before.get("reenrollment") != after.get("reenrollment"):
         changes.append(_value_change("Trigger", "Re-enrollment", before.get("reenrollment"), after.get("reenrollment")))
+    changes += _goal_changes(before.get("goals") or [], after.get("goals") or [])
     steps_a: Sequence[Mapping[str, Any]] = before.get("steps") or []
     steps_b: Sequence[Mapping[str, Any]] = after.get("steps") or []
     positions_a = {s.get("key"): i for i, s in enumerate(steps_a) if isinstance(s, Mapping)}

@@ -182,7 +182,7 @@ class WorkflowExecution(models.Model):
     contact = models.ForeignKey("contacts.Contact", on_delete=models.CASCADE, related_name="+")
     status = models.CharField(max_length=16, choices=_choices(ExecutionStatus), default=ExecutionStatus.QUEUED)
     current_step_index = models.PositiveIntegerField(default=0)
-    # Where the run is in the graph, by key ("" once its steps are done); the path is context["path"].
+    # Where the run is in the graph, by key ("" once its steps are done); `execution.run_path` gives its path.
     current_step_key = models.CharField(max_length=64, blank=True, default="")
     # Why it completed early, when a step or a goal ended it ("ended by step", "goal met: Bought").
     end_reason = models.CharField(max_length=300, blank=True, default="")
@@ -190,7 +190,7 @@ class WorkflowExecution(models.Model):
     retry_count = models.PositiveIntegerField(default=0)
     # Times an operator retried the run after it FAILED: each is a new message to webhook receivers (a new id).
     manual_retries = models.PositiveIntegerField(default=0)
-    # {"event", "trigger": {...}, "steps": [results], "step_keys": [whose result], "path": [keys visited]}
+    # {"event", "trigger": {...}, "steps": [results], "step_keys": [whose result]}
     context = models.JSONField(default=dict, blank=True)
     resume_at = models.DateTimeField(null=True, blank=True)
     paused_from = models.CharField(max_length=16, blank=True, default="")

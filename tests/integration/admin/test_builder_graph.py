@@ -169,3 +169,18 @@ def test_swapping_two_keyed_steps_keeps_their_keys(marketer, account):
     response = marketer.post(reverse("admin:workflows_workflow_change", args=[workflow.pk]), data)
     assert response.status_code == 302, response.content.decode()[:2000]
     assert [(s.key, s.config["tag"]) for s in workflow.steps.order_by("position")] == [("two", "two"), ("one", "one")]
+
+
+def test_the_trigger_filter_takes_every_operator_of_the_condition_language(marketer, account):
+    filter_rows = {
+        "trigger_filter-field": ["first_name", "custom_fields.", ""],
+        "trigger_filter-path": ["", "signed_up", ""],
+        "trigger_filter-op": ["in", "after", "equals"],
+        "trigger_filter-value": ["Ada, Bob", "-30 days", ""],
+    }
+    response = marketer.post(reverse("admin:workflows_workflow_add"), graph_page(account, **filter_rows))
+    assert response.status_code == 302, response.content.decode()[:3000]
+    assert Workflow.objects.get().trigger_filter == [
+        {"field": "first_name", "op": "in", "value": ["Ada", "Bob"]},
+        {"field": "custom_fields.signed_up", "op": "after", "value": "-30 days"},
+    ]

@@ -115,3 +115,25 @@ def test_a_diff_names_what_changed_step_by_step():
         ("Step 3 (wait)", "added", "", "wait"),
     ]
     assert diff_versions(before, before) == []
+
+
+def test_a_diff_matches_steps_by_key_and_says_what_moved_and_where_goals_changed():
+    email = {"key": "welcome", "name": "Hello", "action_type": "send_email", "config": {"subject": "Hi", "text": "a"}}
+    tag = {"key": "tag_it", "name": "", "action_type": "add_tag", "config": {"tag": "x"}}
+    goal = {"name": "Bought", "conditions": [{"field": "tags", "op": "contains", "value": "customer"}], "then": "$end"}
+    before = {"trigger": {}, "reenrollment": "never", "steps": [email, tag], "goals": [goal]}
+    after = {
+        "trigger": {},
+        "reenrollment": "never",
+        "steps": [{**tag, "next": "welcome"}, {**email, "config": {"subject": "Welcome", "text": "a"}}],
+        "goals": [{**goal, "then": "tag_it"}, {"name": "Replied", "conditions": [], "then": "$end"}],
+    }
+    changes = [(c.where, c.what, c.before, c.after) for c in diff_versions(before, after)]
+    assert changes == [
+        ("Goal “Bought”", "then", "$end", "tag_it"),
+        ("Goal “Replied”", "added", "", ""),
+        ("Step tag_it (add_tag)", "position", "2", "1"),
+        ("Step tag_it (add_tag)", "next step", "the next in order", "welcome"),
+        ("Step welcome (Hello)", "position", "1", "2"),
+        ("Step welcome (Hello)", "subject", "Hi", "Welcome"),
+    ]

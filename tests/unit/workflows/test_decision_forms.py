@@ -192,3 +192,31 @@ def test_end_has_nothing_to_fill_in():
     assert form.is_valid()
     assert form.to_config() == {}
     assert STEP_FORMS["end"].initial_from({"x": 1}) is None  # shown as JSON rather than lost
+
+
+def test_condition_rows_offer_every_operator_of_the_condition_language():
+    from workflows.admin_forms.conditions import OPERATORS
+    from workflows.domain.conditions import NO_VALUE_OPS, NUMERIC_OPS, ConditionOp
+
+    assert set(OPERATORS) == {op.value for op in ConditionOp}
+    assert {op for op, (_label, kind) in OPERATORS.items() if kind == "none"} == {op.value for op in NO_VALUE_OPS}
+    assert {op for op, (_label, kind) in OPERATORS.items() if kind == "number"} == {op.value for op in NUMERIC_OPS}
+
+
+def test_each_decision_of_the_log_reads_as_a_sentence():
+    from workflows.admin_forms.summary import decision_words
+
+    branch = {"kind": "branch", "branch": "VIP", "default": False, "values": {"tags": ["vip"]}, "next": "step_4"}
+    assert decision_words(branch) == 'Took the branch “VIP” (tags = ["vip"]) → “step_4”'
+    default = {"kind": "branch", "branch": None, "default": True, "values": {"tags": []}, "next": "$end"}
+    assert decision_words(default) == "No branch's conditions held (tags = []): took the default → the end of the run"
+    assert decision_words({"kind": "split", "bucket": 37, "path": "A", "next": "a"}) == (
+        "Split: bucket 37 of 100, path “A” → “a”"
+    )
+    event = {"kind": "event", "event_id": "ev_1", "at": "2026-12-01T14:05:03.1+00:00"}
+    assert decision_words(event) == (
+        "The event it waited for happened at 1 Dec 2026, 14:05:03 UTC (event ev_1): on the “it happened” path"
+    )
+    assert decision_words({"kind": "timeout"}) == "Timed out: it did not happen in time: on the timed-out path"
+    assert decision_words({"kind": "goal", "goal": "Bought", "next": "$end"}) == "Goal met: “Bought”: the run ended"
+    assert decision_words({"kind": "end"}) == "Ended the run here (ended by step)"

@@ -125,7 +125,8 @@
     document.querySelectorAll("optgroup[data-earlier-steps]").forEach(function (group) {
       const owner = group.closest("[data-step]");
       const select = group.closest("select");
-      const current = select.value;
+      const current = select.dataset.renamed || select.value;
+      delete select.dataset.renamed;
       group.innerHTML = "";
       refs.forEach(function (ref) {
         if (ref.card === owner || !ref.key) return;
@@ -224,8 +225,30 @@
       out.className = "relay-split-total " + (ok ? "relay-ok" : "relay-bad");
     });
   }
+  // Renaming a step's key carries every choice that named it (paths, "then go to", conditions on its result).
+  function renameKey(from, to) {
+    if (!from || !to || from === to) return;
+    document.querySelectorAll("select[data-step-choice]").forEach(function (select) {
+      if ((select.value || select.dataset.value) === from) { select.dataset.value = to; select.value = ""; }
+    });
+    document.querySelectorAll("select[data-condition-field]").forEach(function (select) {
+      const prefix = "steps." + from + ".";
+      if (select.value.startsWith(prefix)) {
+        const renamed = "steps." + to + "." + select.value.slice(prefix.length);
+        select.dataset.renamed = renamed;
+      }
+    });
+  }
+  document.addEventListener("focusin", function (event) {
+    const t = event.target;
+    if (t.matches && t.matches("[data-step-key]") && t.value.trim()) t.dataset.prev = t.value.trim();
+  });
   document.addEventListener("input", function (event) {
     const t = event.target;
+    if (t.matches && t.matches("[data-step-key]")) {
+      const typed = t.value.trim();
+      if (typed) { renameKey(t.dataset.prev, typed); t.dataset.prev = typed; }  // cleared on the way: keep the last
+    }
     if (t.matches && t.matches("[data-split-weight]")) updateSplits();
     if (t.matches && (t.matches("[data-step-key]") || t.matches(".relay-step-head input[name$='-name']"))) refreshChoices();
   });
@@ -426,6 +449,8 @@
   function initCard(card) {
     if (card.dataset.ready) return;
     card.dataset.ready = "1";
+    const keyInput = card.querySelector("[data-step-key]");
+    if (keyInput && keyInput.value) keyInput.dataset.prev = keyInput.value.trim();
     const select = card.querySelector("[data-action-type]");
     if (select) select.addEventListener("change", function () { showConfig(card); refreshChoices(); });
     const json = card.querySelector("[data-use-json]");
@@ -502,6 +527,7 @@
     select.value = actionType;
     const key = card.querySelector("[data-step-key]");
     if (key && !key.value) key.value = nextStepKey();
+    if (key) key.dataset.prev = key.value;
     initCard(card);
     renumber();
     refreshChoices();
