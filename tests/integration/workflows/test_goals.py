@@ -20,9 +20,16 @@ from workflows.application.runs.receiving import post_event
 from workflows.application.runs.starting import start_run
 from workflows.application.workflows import WorkflowService
 from workflows.domain.errors import WorkflowValidationError
+from workflows.domain.execution import run_path
 from workflows.infrastructure.models import EventWait, ExecutionLog, GoalHit, Workflow, WorkflowExecution
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def path_of(run) -> list[str]:
+    """The keys of the steps the run went through (what the API's `path` shows)."""
+    return run_path(run.context, run.current_step_index, run.step_count, run.current_step_key)
+
 
 BOUGHT = {"name": "Bought", "conditions": [{"field": "tags", "op": "contains", "value": "customer"}]}
 
@@ -175,7 +182,7 @@ def test_a_goal_may_jump_to_a_step_instead(account, contact):
     run.refresh_from_db()
     assert run.status == "completed"
     assert run.end_reason == ""
-    assert run.context["path"] == ["first", "pause", "second", "thanks"]  # it was waiting to go to `second`
+    assert path_of(run) == ["first", "pause", "thanks"]
     assert "thanks" in tags(contact)
     assert "second" not in tags(contact)
     contact_add_tag(contact_id=contact.pk, tag="other")  # met once per run
