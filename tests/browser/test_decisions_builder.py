@@ -95,6 +95,14 @@ def test_a_marketer_builds_a_branch_and_a_split_through_the_forms(page: Page):
     key.send_keys("ab_test")
     chosen = Select(within(branch, "[data-block] select[data-step-choice]")).first_selected_option.text
     assert chosen == "3. Try two subject lines (ab_test)"
+    # A goal: contacts tagged customer have bought; the run ends (the blank choice), wherever it is.
+    goal = page.find("[data-blocks='goals'] [data-block]")
+    within(goal, "input[name$='-name']").send_keys("Bought")
+    row = within(goal, "[data-conditions] [data-row]")
+    Select(within(row, "[data-condition-field]")).select_by_value("tags")
+    Select(within(row, "[data-condition-op]")).select_by_value("contains")
+    within(row, "[data-condition-value]").send_keys("customer")
+    assert Select(within(goal, "select[data-step-choice]")).first_selected_option.text == "End the run: goal met"
     page.shot("branch-and-split")
 
     # A wait for a click, looked at and then removed: its match fields follow the event chosen.
@@ -157,5 +165,8 @@ def test_a_marketer_builds_a_branch_and_a_split_through_the_forms(page: Page):
         ),
         ("step_4", "add_tag", {"tag": "variant_a"}, "step_5"),
         ("step_5", "end", {}, ""),
+    ]
+    assert workflow.goals == [
+        {"name": "Bought", "conditions": [{"field": "tags", "op": "contains", "value": "customer"}], "then": "$end"}
     ]
     page.shot("saved")
