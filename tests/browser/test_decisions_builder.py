@@ -123,7 +123,8 @@ def test_a_marketer_builds_a_branch_and_a_split_through_the_forms(page: Page):
     error = within(split, ".relay-field-invalid .relay-field-error")
     assert error.text == "The shares add up to 90%: they must add up to 100%."
     assert not Workflow.objects.exists()
-    # The page came back with every choice kept.
+    # The page came back with every choice kept, and the step removed before the save still removed.
+    assert not page.find_all("[data-steps] > [data-step]")[5].is_displayed()
     branch = page.find_all("[data-steps] > [data-step]")[1]
     assert Select(within(branch, "select[name$='branch-default']")).first_selected_option.text == "5. Finish (step_5)"
     page.shot("split-error")
