@@ -71,3 +71,45 @@ def test_the_statistics_count_runs_that_met_a_goal_whether_it_ended_them_or_move
     ExecutionLog.objects.filter(pk=log.pk).update(decision={"kind": "goal", "goal": "Bought", "next": "tag"})
     stats = admin_client.get(reverse("admin:workflows_workflow_stats", args=[workflow.pk])).content.decode()
     assert stats.count('<td data-testid="met-goal">2</td>') == 2  # the last 24 hours and the last 30 days
+
+
+def test_a_run_waiting_for_an_event_says_for_what_and_the_event_and_the_goal_show_on_its_timeline(
+    admin_client, account
+):
+    from contacts.application.services import contact_add_tag
+    from workflows.application.workflows import WorkflowService
+
+    steps = [
+        {
+            "key": "wait_vip",
+            "name": "Wait to be VIP",
+            "action_type": "wait_for_event",
+            "config": {"event": "tag.added", "match": {"tag": "vip"}, "timeout": "2d", "on_timeout": "$end"},
+            "next": "tag_it",
+        },
+        {"key": "tag_it", "action_type": "add_tag", "config": {"tag": "welcomed"}},
+        {"key": "long_wait", "action_type": "wait", "config": {"duration": "7d"}},
+        {"key": "late", "action_type": "add_tag", "config": {"tag": "late"}},
+    ]
+    goal = {"name": "Bought", "conditions": [{"field": "tags", "op": "contains", "value": "customer"}]}
+    service = WorkflowService()
+    workflow = service.create(account_id=account.pk, name="Nurture", steps=steps, goals=[goal])
+    service.publish(workflow_id=workflow.pk)
+    contact = contact_create(account_id=account.pk, email="ada@example.com")
+    run = start_run(workflow_id=workflow.pk, contact_id=contact.pk).execution
+    run_due_jobs()
+    url = reverse("admin:workflows_workflowexecution_change", args=[run.pk])
+    page = admin_client.get(url).content.decode()
+    assert "A tag is added to the contact (tag &quot;vip&quot;), until " in page
+    contact_add_tag(contact_id=contact.pk, tag="vip")
+    run_due_jobs()
+    page = admin_client.get(url).content.decode()
+    assert re.search(r"↳ The event it waited for happened at \d+ \w+ \d{4}, [\d:]+ UTC \(event \w+\)", page)
+    assert "waiting" in page  # now in the seven days' wait
+    contact_add_tag(contact_id=contact.pk, tag="customer")
+    run_due_jobs()
+    page = admin_client.get(url).content.decode()
+    assert 'data-testid="end-reason">goal met: Bought<' in page
+    assert "↳ Goal met: “Bought”: the run ended" in page
+    stats = admin_client.get(reverse("admin:workflows_workflow_stats", args=[workflow.pk])).content.decode()
+    assert stats.count('<td data-testid="met-goal">1</td>') == 2
