@@ -793,7 +793,9 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
     @admin.display(description="path")
     def path_taken(self, execution: WorkflowExecution) -> str:
         """The keys of the steps the run went through, in order."""
-        return " → ".join(run_path(execution.context, execution.current_step_index, execution.step_count))
+        return " → ".join(
+            run_path(execution.context, execution.current_step_index, execution.step_count, execution.current_step_key)
+        )
 
     @admin.display(description="version")
     def version_number(self, execution: WorkflowExecution) -> str:
@@ -835,7 +837,9 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
                 if pending and execution.retry_count and execution.status == "queued"
                 else None,
                 live=execution.status in ("queued", "active", "waiting"),
-                run_path=run_path(execution.context, execution.current_step_index, execution.step_count),
+                run_path=run_path(
+                    execution.context, execution.current_step_index, execution.step_count, execution.current_step_key
+                ),
                 may_operate=self.has_operate_permission(request, execution),
                 moves={move for move, states in OPERATOR_MOVES.items() if execution.status in states},
                 title=f"Run of “{execution.workflow}” for {execution.contact}",

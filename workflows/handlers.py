@@ -11,9 +11,11 @@ from jobs.application.payloads import require, require_uuid
 from jobs.application.registry import BatchItem, DeadLetter, batch_handler, job_handler, on_dead_letter
 from workflows.application import enrollments  # noqa: F401 - registers workflows.enroll_contacts
 from workflows.application.runs.batches import run_steps
+from workflows.application.runs.goals import GOAL_HANDLER, goal_met
 from workflows.application.runs.moves import RESUME_HANDLER, STEP_HANDLER
 from workflows.application.runs.operating import job_died, reconcile_stranded
 from workflows.application.runs.stepping import end_wait, run_step
+from workflows.application.runs.waiting import EVENT_HANDLER, event_arrived
 from workflows.application.scheduled_hooks import HOOK_HANDLER, PURGE_RUNS_HANDLER, hook_runs_purge, run_hook
 
 RECONCILE_HANDLER = "workflows.reconcile"
@@ -40,6 +42,18 @@ def workflow_steps(items: Sequence[BatchItem]) -> list[BatchItem]:
 def workflow_resume(payload: dict[str, Any], job: JobContext) -> None:
     """A wait step's time has come: the run goes on."""
     end_wait(execution_id=require_uuid(payload, "execution_id"), job=job)
+
+
+@job_handler(EVENT_HANDLER)
+def workflow_event(payload: dict[str, Any], job: JobContext) -> None:
+    """An event a waiting run waited for was recorded on its wait: the run goes on (unless it is paused)."""
+    event_arrived(execution_id=require_uuid(payload, "execution_id"), job=job)
+
+
+@job_handler(GOAL_HANDLER)
+def workflow_goal(payload: dict[str, Any], job: JobContext) -> None:
+    """The run's contact met a goal: the run ends (or jumps), unless a step in flight will see to it."""
+    goal_met(execution_id=require_uuid(payload, "execution_id"), job=job)
 
 
 @on_dead_letter(STEP_HANDLER)

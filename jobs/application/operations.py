@@ -177,7 +177,10 @@ def job_purge(*, retention_days: float | None, dead_letter_retention_days: float
     Completed jobs go `retention_days` after they completed, cancelled ones after they were cancelled;
     dead letters (dead, failed) `dead_letter_retention_days` after they gave up, and never when that is
     unset, 0 or less (0 means "off", not "delete at once"). created_at narrows the scan by index: a job
-    cannot finish before it was created.
+    cannot finish before it was created. Each chunk starts where the last one ended (oldest first, by
+    created_at): re-reading from the start would walk every row deleted so far, which only VACUUM removes
+    from the index, and make a purge of millions of rows quadratic. Each chunk is its own short
+    transaction, so the claim never waits for a purge.
     """
     now = timezone.now()
     rules: list[tuple[datetime, Q]] = []
@@ -190,11 +193,17 @@ def job_purge(*, retention_days: float | None, dead_letter_retention_days: float
         rules.append((cutoff, Q(status__in=sorted(DEAD_LETTERS), failed_at__lt=cutoff)))
     deleted = 0
     for cutoff, finished_before in rules:
+        since = None
         while True:
-            ids = list(Job.objects.filter(finished_before, created_at__lt=cutoff).values_list("pk", flat=True)[:chunk])
-            if not ids:
+            batch = Job.objects.filter(finished_before, created_at__lt=cutoff)
+            if since is not None:
+                # >=: rows sharing the last chunk's newest time that the chunk's limit left out are still here
+                batch = batch.filter(created_at__gte=since)
+            rows = list(batch.order_by("created_at").values_list("created_at", "pk")[:chunk])
+            if not rows:
                 break
-            deleted += Job.objects.filter(finished_before, pk__in=ids).delete()[0]
+            deleted += Job.objects.filter(finished_before, pk__in=[pk for _, pk in rows]).delete()[0]
+            since = rows[-1][0]
     return deleted
 
 

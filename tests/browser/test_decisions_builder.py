@@ -95,6 +95,14 @@ def test_a_marketer_builds_a_branch_and_a_split_through_the_forms(page: Page):
     key.send_keys("ab_test")
     chosen = Select(within(branch, "[data-block] select[data-step-choice]")).first_selected_option.text
     assert chosen == "3. Try two subject lines (ab_test)"
+    # A goal: contacts tagged customer have bought; the run ends (the blank choice), wherever it is.
+    goal = page.find("[data-blocks='goals'] [data-block]")
+    within(goal, "input[name$='-name']").send_keys("Bought")
+    row = within(goal, "[data-conditions] [data-row]")
+    Select(within(row, "[data-condition-field]")).select_by_value("tags")
+    Select(within(row, "[data-condition-op]")).select_by_value("contains")
+    within(row, "[data-condition-value]").send_keys("customer")
+    assert Select(within(goal, "select[data-step-choice]")).first_selected_option.text == "End the run: goal met"
     page.shot("branch-and-split")
 
     # A wait for a click, looked at and then removed: its match fields follow the event chosen.
@@ -115,7 +123,8 @@ def test_a_marketer_builds_a_branch_and_a_split_through_the_forms(page: Page):
     error = within(split, ".relay-field-invalid .relay-field-error")
     assert error.text == "The shares add up to 90%: they must add up to 100%."
     assert not Workflow.objects.exists()
-    # The page came back with every choice kept.
+    # The page came back with every choice kept, and the step removed before the save still removed.
+    assert not page.find_all("[data-steps] > [data-step]")[5].is_displayed()
     branch = page.find_all("[data-steps] > [data-step]")[1]
     assert Select(within(branch, "select[name$='branch-default']")).first_selected_option.text == "5. Finish (step_5)"
     page.shot("split-error")
@@ -157,5 +166,8 @@ def test_a_marketer_builds_a_branch_and_a_split_through_the_forms(page: Page):
         ),
         ("step_4", "add_tag", {"tag": "variant_a"}, "step_5"),
         ("step_5", "end", {}, ""),
+    ]
+    assert workflow.goals == [
+        {"name": "Bought", "conditions": [{"field": "tags", "op": "contains", "value": "customer"}], "then": "$end"}
     ]
     page.shot("saved")

@@ -62,7 +62,7 @@ class WorkflowForm(forms.ModelForm):
     trigger_tag = forms.CharField(label="Tag", required=False, max_length=64)
     trigger_filter = condition_rows_field(label="Only for contacts where", required=False)
     goals = ConditionBlocksField(
-        label="Goals",
+        label="What counts as a goal",
         conditions=condition_rows_field(),
         block_label="Goal",
         need_target="",

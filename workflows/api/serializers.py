@@ -207,6 +207,44 @@ class NameField(serializers.JSONField):
     pass
 
 
+GOAL_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 100, "description": "Shown in the run's end reason: goal met: <name>."},
+        "conditions": {
+            "type": "array",
+            "items": {"type": "object"},
+            "description": 'All must hold, e.g. [{"field": "tags", "op": "contains", "value": "customer"}] or '
+            '[{"field": "event.name", "op": "equals", "value": "order.paid"}]: over the contact, trigger.<path> and '
+            "event.<path> (the event being judged).",
+        },
+        "then": {
+            "type": "string",
+            "pattern": "^([a-z0-9_]{1,64}|\\$end)$",
+            "description": '"$end" (default: the run completes) or the key of a step to go to.',
+        },
+    },
+    "required": ["name", "conditions"],
+}
+
+
+@extend_schema_field(
+    {
+        "type": "array",
+        "items": GOAL_SCHEMA,
+        "description": "When an event makes an enrolled contact meet a goal, its run ends COMPLETED (reason "
+        "'goal met: <name>') wherever it is, or goes to the step `then` names. The first goal met wins.",
+    }
+)
+class GoalsField(serializers.JSONField):
+    pass
+
+
+@extend_schema_field({"type": "boolean", "nullable": True})
+class TrackingField(serializers.JSONField):
+    pass
+
+
 @extend_schema_field({"type": "string", "maxLength": 5000})
 class DescriptionField(serializers.JSONField):
     pass
@@ -249,6 +287,10 @@ class WorkflowCreateIn(_WorkflowIn):
     trigger = TriggerField(required=False, help_text="Default: manual.")
     reenrollment = ReenrollmentField(required=False, help_text="Default: never (a contact enters once).")
     steps = StepsField(required=False, help_text="In order. A draft may have none; publishing needs one.")
+    goals = GoalsField(required=False)
+    track_email_engagement = TrackingField(
+        required=False, help_text="Track opens and clicks of this workflow's email; null (default): the account's."
+    )
 
     def to_internal_value(self, data):
         # A missing name is reported by the workflow service together with every other problem, in one answer.
@@ -266,6 +308,8 @@ class WorkflowChangeIn(_WorkflowIn):
     trigger = TriggerField(required=False)
     reenrollment = ReenrollmentField(required=False)
     steps = StepsField(required=False)
+    goals = GoalsField(required=False)
+    track_email_engagement = TrackingField(required=False)
 
 
 @extend_schema_serializer(component_name="WorkflowReplace")
@@ -277,6 +321,8 @@ class WorkflowReplaceIn(_WorkflowIn):
     trigger = TriggerField()
     reenrollment = ReenrollmentField()
     steps = StepsField()
+    goals = GoalsField(required=False, help_text="Omitted: unchanged.")
+    track_email_engagement = TrackingField(required=False, help_text="Omitted: unchanged.")
 
 
 # --- Workflows out --------------------------------------------------------------------------------
@@ -356,7 +402,13 @@ class WorkflowOut(WorkflowSummaryOut):
     step_count = serializers.SerializerMethodField(help_text="Steps of the draft.")  # type: ignore[assignment]
 
     class Meta(WorkflowSummaryOut.Meta):
-        fields = [*WorkflowSummaryOut.Meta.fields, "steps", "has_unpublished_changes"]
+        fields = [
+            *WorkflowSummaryOut.Meta.fields,
+            "steps",
+            "goals",
+            "track_email_engagement",
+            "has_unpublished_changes",
+        ]
         read_only_fields = fields
 
     @extend_schema_field(StepOut(many=True))
@@ -382,7 +434,7 @@ class WorkflowVersionOut(serializers.ModelSerializer):
 
     class Meta:
         model = WorkflowVersion
-        fields = ["id", "number", "workflow", "trigger", "reenrollment", "steps", "published_at"]
+        fields = ["id", "number", "workflow", "trigger", "reenrollment", "steps", "goals", "published_at"]
         read_only_fields = fields
 
     @extend_schema_field(StepOut(many=True))
@@ -468,7 +520,7 @@ class ExecutionOut(serializers.ModelSerializer):
 
     @extend_schema_field({"type": "array", "items": {"type": "string"}})
     def get_path(self, run: WorkflowExecution) -> list[str]:
-        return run_path(run.context, run.current_step_index, run.step_count)
+        return run_path(run.context, run.current_step_index, run.step_count, run.current_step_key)
 
 
 @extend_schema_serializer(component_name="ExecutionLog")

@@ -46,6 +46,7 @@ from workflows.domain.actions import (
     TagConfig,
     UpdateContactConfig,
     WaitConfig,
+    WaitForEventConfig,
     WebhookConfig,
     consent_refusal,
     http_url_problem,
@@ -54,8 +55,10 @@ from workflows.domain.actions import (
 )
 from workflows.domain.conditions import Facts, all_hold
 from workflows.domain.templates import TemplateError, TemplateRenderer, contact_view, render_tree, template_context
+from workflows.domain.waits import resolve as resolve_wait
 from workflows.domain.workflow import Step
 from workflows.infrastructure.store import RunStore
+from workflows.infrastructure.waits import WaitStore
 
 
 @dataclass
@@ -98,9 +101,9 @@ class StepRun:
 
     @property
     def visit(self) -> int:
-        """Which visit of this step the run is on (1 the first); runs from before the graph have no path: 1."""
-        path = self.context.get("path")
-        return path.count(self.step.key) if isinstance(path, list) else 1
+        """Which visit of this step the run is on (1 the first); runs from before the graph keep no keys: 1."""
+        done = self.context.get("step_keys")
+        return done.count(self.step.key) + 1 if isinstance(done, list) else 1
 
     def step_results(self) -> dict[str, Any]:
         """What earlier steps produced, by key (a step visited twice: its latest visit)."""
@@ -158,6 +161,7 @@ class ActionResult:
     data: dict[str, Any]
     skipped: str | None = None  # why the step was not carried out (consent, no address); the run goes on
     wait_until: datetime | None = None  # a wait step: when the run moves on
+    event_wait_until: datetime | None = None  # a wait_for_event step began waiting: its timeout
     next_key: str | None = None  # a deciding step: the key (or END) it chose; None: the step's own `next`
     decision: Mapping[str, Any] = field(default_factory=dict)  # what it chose and why, for the log row
     end_reason: str = ""  # why the run ends here, when next_key is END
@@ -423,13 +427,44 @@ class EndStep:
 
 
 class WaitForEventStep:
-    """Placeholder until the events helper's executor lands: waiting for an event is not carried out here."""
+    """Wait until the event happens to the contact, or the timeout: the run stays on this step, WAITING.
+
+    Carried out when the run reaches the step (the wait begins: its row in the wait store, and the timeout's
+    job), and again whenever the step is run while its wait is pending (a resume after a pause, a retry):
+    then the wait store says whether the event came (remembered while paused) or the time is up, and the
+    run goes on (`next`, or `on_timeout`), or it waits the remainder. An event or the timeout that comes
+    while the run waits is handled by `runs.waiting`, without running the step again.
+    """
 
     action_type = ActionType.WAIT_FOR_EVENT
     external = False
 
     def execute(self, run: StepRun) -> ActionResult:
-        raise ValidationFailure("wait_for_event: waiting for an event is not available on this server yet")
+        config = cast(WaitForEventConfig, run.step.config)
+        store = WaitStore()
+        wait = store.lock(run.execution_id)
+        if wait is not None and wait.step_key == run.step.key:
+            outcome = resolve_wait(wait.recorded, wait.timeout_at, run.now)
+            if outcome is not None:
+                store.forget(run.execution_id)
+                return ActionResult(
+                    outcome.result(),
+                    next_key=None if outcome.happened else config.on_timeout,
+                    decision=outcome.decision(),
+                )
+            until = wait.timeout_at  # the remainder
+        else:
+            until = run.now + timedelta(seconds=config.timeout)
+            store.begin(
+                execution_id=run.execution_id,
+                account_id=run.account_id,
+                contact_id=run.contact_id,
+                event=config.event,
+                match=dict(config.match or {}),
+                step_key=run.step.key,
+                timeout_at=until,
+            )
+        return ActionResult({"waiting_for": config.event, "timeout_at": until.isoformat()}, event_wait_until=until)
 
 
 EXECUTORS: dict[ActionType, ActionExecutor] = {

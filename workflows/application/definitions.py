@@ -65,6 +65,7 @@ def definition_from(
     steps: Any,
     require_steps: bool = True,
     known_events: frozenset[str] | None = None,
+    goals: Any = None,
 ) -> WorkflowDefinition:
     """Check a workflow's parts; WorkflowValidationError lists every problem with its path."""
     return parse_definition(
@@ -73,6 +74,7 @@ def definition_from(
         steps=steps,
         context=validation_context(known_events=known_events),
         require_steps=require_steps,
+        goals=goals,
     )
 
 
@@ -108,6 +110,7 @@ def load_version(version_id: UUID) -> LoadedVersion:
             "trigger_filter",
             "reenrollment",
             "steps",
+            "goals",
         )
         .get()
     )
@@ -131,6 +134,7 @@ def version_from_row(row: Mapping[str, Any]) -> LoadedVersion:
         reenrollment=row["reenrollment"],
         steps=row["steps"],
         context=frozen_context(row["steps"]),
+        goals=row.get("goals") or [],
     )
     return LoadedVersion(
         id=row["id"],

@@ -70,6 +70,7 @@ def has_unpublished_changes(workflow: Workflow) -> bool:
         steps != version.steps
         or workflow.trigger_dict() != version.trigger_dict()
         or workflow.reenrollment != version.reenrollment
+        or (workflow.goals or []) != (version.goals or [])
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Min, Q
+from django.db.models import Count, Exists, Min, OuterRef, Q
 from django.db.models.functions import TruncDay, TruncHour
 from django.utils import timezone
 
@@ -31,7 +31,8 @@ class RunCounts:
     completed: int = 0
     failed: int = 0
     cancelled: int = 0
-    met_goal: int = 0  # completed because a goal was met (CONTRACT: the reason "goal met: <name>")
+    # met a goal: ended by it (the reason "goal met: <name>") or moved on by it (a log row's goal decision)
+    met_goal: int = 0
 
 
 GOAL_MET = "goal met"
@@ -40,7 +41,11 @@ GOAL_MET = "goal met"
 def _run_counts(query) -> RunCounts:
     counts = query.aggregate(
         started=Count("id"),
-        met_goal=Count("id", filter=Q(status=ExecutionStatus.COMPLETED, end_reason__startswith=GOAL_MET)),
+        met_goal=Count(
+            "id",
+            filter=Q(status=ExecutionStatus.COMPLETED, end_reason__startswith=GOAL_MET)
+            | Q(Exists(ExecutionLog.objects.filter(execution=OuterRef("pk"), decision__kind="goal"))),
+        ),
         in_flight=Count("id", filter=Q(status__in=IN_FLIGHT)),
         completed=Count("id", filter=Q(status=ExecutionStatus.COMPLETED)),
         failed=Count("id", filter=Q(status=ExecutionStatus.FAILED)),
@@ -66,6 +71,11 @@ class StepCounts:
     retried: int = 0
     # a branch or split: how many runs took each of its paths, most taken first
     paths: list[tuple[str, int]] = field(default_factory=list)
+
+
+def _most_taken_first(item: tuple[str, int]) -> tuple[int, bool, str]:
+    """Most taken first; at a tie the default comes after the branches."""
+    return (-item[1], item[0].startswith("the default"), item[0])
 
 
 def workflow_step_counts(*, workflow_id: int, since: datetime) -> list[StepCounts]:
@@ -111,7 +121,7 @@ def workflow_step_counts(*, workflow_id: int, since: datetime) -> list[StepCount
             failed=row["failed"],
             skipped=row["skipped"],
             retried=row["retried"],
-            paths=sorted(taken.get(row["step_index"], {}).items(), key=lambda item: (-item[1], item[0])),
+            paths=sorted(taken.get(row["step_index"], {}).items(), key=_most_taken_first),
         )
         for row in rows
     ]

@@ -18,6 +18,7 @@ from accounts.infrastructure.models import Account
 from workflows.application.definitions import definition_from
 from workflows.application.errors import WorkflowNotFound
 from workflows.application.trigger_cache import triggers_changed
+from workflows.domain.actions import ActionType
 from workflows.domain.errors import FieldError, WorkflowValidationError
 from workflows.domain.triggers import BUILTIN_EVENTS
 from workflows.domain.workflow import WorkflowDefinition, WorkflowStatus, check_editable, workflow_move
@@ -46,16 +47,30 @@ class WorkflowService:
         trigger: Mapping[str, Any] | None = None,
         reenrollment: str = "never",
         steps: Sequence[Mapping[str, Any]] = (),
+        goals: Any = (),
+        track_email_engagement: bool | None = None,
     ) -> Workflow:
         """A new draft workflow; WorkflowValidationError (every problem, with its path) stores nothing."""
         trigger = _trigger_part(trigger, default={"type": "manual"})
         definition = self._check(
-            name=name, description=description, trigger=trigger, reenrollment=reenrollment, steps=steps
+            name=name,
+            description=description,
+            trigger=trigger,
+            reenrollment=reenrollment,
+            steps=steps,
+            goals=list(goals) if isinstance(goals, tuple) else goals,
+            track_email_engagement=track_email_engagement,
         )
         with transaction.atomic():
             if not Account.objects.filter(pk=account_id).exists():
                 raise WorkflowValidationError.single("account", f"no account with id {account_id}")
-            workflow = Workflow(account_id=account_id, name=name.strip(), description=description or "")
+            workflow = Workflow(
+                account_id=account_id,
+                name=name.strip(),
+                description=description or "",
+                goals=[goal.as_dict() for goal in definition.goals],
+                track_email_engagement=track_email_engagement,
+            )
             _apply_trigger(workflow, definition)
             workflow.save(force_insert=True)
             _replace_steps(workflow, steps, definition)
@@ -71,6 +86,8 @@ class WorkflowService:
         trigger: Mapping[str, Any] = UNCHANGED,
         reenrollment: str = UNCHANGED,
         steps: Sequence[Mapping[str, Any]] = UNCHANGED,
+        goals: Any = UNCHANGED,
+        track_email_engagement: Any = UNCHANGED,
     ) -> Workflow:
         """Change the draft (the parts given). Runs in flight and the published version are not touched."""
         with transaction.atomic():
@@ -81,13 +98,21 @@ class WorkflowService:
             new_trigger = workflow.trigger_dict() if trigger is UNCHANGED else _trigger_part(trigger, default={})
             new_rule = workflow.reenrollment if reenrollment is UNCHANGED else reenrollment
             new_steps = _draft_steps(workflow) if steps is UNCHANGED else steps
+            new_goals = workflow.goals if goals is UNCHANGED else goals
+            tracking = (
+                workflow.track_email_engagement if track_email_engagement is UNCHANGED else track_email_engagement
+            )
             definition = self._check(
                 name=new_name,
                 description=new_description,
                 trigger=new_trigger,
                 reenrollment=new_rule,
                 steps=new_steps,
+                goals=new_goals,
+                track_email_engagement=tracking,
             )
+            workflow.goals = [goal.as_dict() for goal in definition.goals]
+            workflow.track_email_engagement = tracking
             workflow.name = new_name.strip()
             workflow.description = new_description or ""
             _apply_trigger(workflow, definition)
@@ -100,6 +125,8 @@ class WorkflowService:
                     "trigger_tag",
                     "trigger_filter",
                     "reenrollment",
+                    "goals",
+                    "track_email_engagement",
                     "updated_at",
                 ]
             )
@@ -128,7 +155,7 @@ class WorkflowService:
             target = workflow_move(workflow.status, "publish", has_version=workflow.current_version_id is not None)
             steps = _draft_steps(workflow)
             definition = definition_from(
-                trigger=workflow.trigger_dict(), reenrollment=workflow.reenrollment, steps=steps
+                trigger=workflow.trigger_dict(), reenrollment=workflow.reenrollment, steps=steps, goals=workflow.goals
             )
             frozen = {
                 "trigger_type": definition.trigger.type.value,
@@ -137,6 +164,10 @@ class WorkflowService:
                 "trigger_filter": definition.trigger.as_dict()["filter"],
                 "reenrollment": definition.reenrollment.value,
                 "steps": steps,
+                "goals": [goal.as_dict() for goal in definition.goals],
+                # Its account's events then look for waiting runs and goals met (runs.receiving).
+                "listens": bool(definition.goals)
+                or any(step.action_type is ActionType.WAIT_FOR_EVENT for step in definition.steps),
             }
             current = workflow.current_version
             if current is not None and all(getattr(current, k) == v for k, v in frozen.items()):
@@ -196,8 +227,12 @@ class WorkflowService:
         reenrollment: Any,
         steps: Any,
         known_events: frozenset[str] | None = None,
+        goals: Any = None,
+        track_email_engagement: Any = None,
     ) -> WorkflowDefinition:
         errors: list[FieldError] = []
+        if track_email_engagement is not None and not isinstance(track_email_engagement, bool):
+            errors.append(FieldError("track_email_engagement", "must be true, false or null (the account's setting)"))
         if not isinstance(name, str) or not name.strip():
             errors.append(FieldError("name", "is required"))
         elif len(name.strip()) > MAX_NAME:
@@ -209,7 +244,12 @@ class WorkflowService:
         definition = None
         try:
             definition = definition_from(
-                trigger=trigger, reenrollment=reenrollment, steps=steps, require_steps=False, known_events=known_events
+                trigger=trigger,
+                reenrollment=reenrollment,
+                steps=steps,
+                require_steps=False,
+                known_events=known_events,
+                goals=goals,
             )
         except WorkflowValidationError as exc:
             errors.extend(exc.errors)
@@ -226,6 +266,7 @@ def check_workflow(
     reenrollment: Any,
     steps: Any,
     known_events: frozenset[str] | None = None,
+    goals: Any = None,
 ) -> WorkflowDefinition:
     """Check a draft without saving it (the admin's forms use this to place errors on their fields).
 
@@ -238,6 +279,7 @@ def check_workflow(
         reenrollment=reenrollment,
         steps=steps,
         known_events=known_events,
+        goals=goals,
     )
 
 

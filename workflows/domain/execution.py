@@ -5,7 +5,8 @@ workflow version, one step at a time:
 
     QUEUED     its next step is on the queue (the first one, the next one, or a retry due at resume_at)
     ACTIVE     a worker is carrying out its current step right now
-    WAITING    a wait step is counting down to resume_at
+    WAITING    a wait step is counting down to resume_at, or a wait_for_event step waits for its event
+               (at most until resume_at, its timeout)
     PAUSED     an operator paused it: nothing moves until resume (paused_from remembers where it was)
     COMPLETED  every step is done
     FAILED     a step failed for good (permanent error, or its attempts ran out); retry starts from that step
@@ -44,7 +45,7 @@ class ExecutionStatus(StrEnum):
 #   queued    -> failed      its step job ended dead on the queue (e.g. the database refused it every time)
 #   active    -> queued      the step succeeded and the next is queued, or it failed and will be retried
 #   active    -> waiting     a wait step began
-#   active    -> completed   the last step succeeded
+#   active    -> completed   the last step succeeded, an end step or a goal ended it
 #   active    -> failed      the step failed for good
 #   active    -> paused      an operator pauses it while a step is in flight (that step still finishes)
 #   active    -> cancelled   an operator cancels it while a step is in flight (that step is logged, nothing more)
@@ -55,7 +56,7 @@ class ExecutionStatus(StrEnum):
 #   paused    -> queued      resume: run the current step (now, or at the retry time it was given)
 #   paused    -> active      resume while the step that was in flight at pause time is still running
 #   paused    -> waiting     resume before resume_at: wait the remainder
-#   paused    -> completed   the step in flight at pause time was the last, and it succeeded
+#   paused    -> completed   the step in flight at pause time was the last, and it succeeded; or a goal was met
 #   paused    -> failed      the step in flight at pause time failed for good
 #   paused    -> cancelled
 #   failed    -> queued      manual retry: start again from the failed step
@@ -211,9 +212,9 @@ class Execution:
             status=ExecutionStatus.QUEUED,
             step_count=step_count,
             current_step_key=first_key,
-            # `path`: the keys of the steps it went through, in order; `step_keys`: whose result each
-            # entry of `steps` is (so a condition can read `steps.<key>`).
-            context={"event": event, "trigger": dict(trigger_data), "steps": [], "step_keys": [], "path": [first_key]},
+            # `step_keys`: whose result each entry of `steps` is (so a condition can read `steps.<key>`); with
+            # the current step they are the run's path (`run_path`).
+            context={"event": event, "trigger": dict(trigger_data), "steps": [], "step_keys": []},
             context_changed=True,
         )
         return run, NextMove(MoveKind.RUN_STEP)
@@ -297,6 +298,53 @@ class Execution:
         self._move(ExecutionStatus.WAITING, "wait in")
         self.resume_at = until
         return NextMove(MoveKind.END_WAIT, until)
+
+    def begin_event_wait(self, now: datetime, timeout_at: datetime) -> NextMove:
+        """A wait_for_event step began: the run stays on it, WAITING, until its event or `timeout_at`.
+
+        Unlike a time wait, the step is not done yet: which step follows depends on what ends the wait
+        (`event_wait_over`). The job due at `timeout_at` is the timeout's; an event wakes the run sooner.
+        """
+        self._require(ExecutionStatus.ACTIVE, "wait in")
+        self.retry_count = 0
+        self._move(ExecutionStatus.WAITING, "wait in")
+        self.resume_at = timeout_at
+        return NextMove(MoveKind.END_WAIT, timeout_at)
+
+    def event_wait_over(self, now: datetime, result: dict[str, Any], to: Goto) -> NextMove:
+        """The event came, or the timeout passed (the wait store decided which): the wait step is done, and the
+        run goes to `to` (the step's `next`, or its `on_timeout`)."""
+        self._require(ExecutionStatus.WAITING, "end the wait of")
+        self.resume_at = None
+        self._move(ExecutionStatus.QUEUED, "end the wait of")
+        self._move(ExecutionStatus.ACTIVE, "finish the wait of")
+        return self.step_succeeded(now, result, to)
+
+    def goal_reached(self, now: datetime, reason: str, to: Goto) -> NextMove:
+        """A goal was met: the run completes with `reason` (`to` is the end) or goes to the step `to` names.
+
+        From QUEUED (its next step, or a retry, not started), WAITING (a wait, or an event wait) or PAUSED;
+        a step in flight is not interrupted: this is called once it finished (its own move already made).
+        """
+        if self.status in ENDED:
+            return NextMove.nothing()
+        self.resume_at = None
+        self.retry_count = 0
+        if self.status is ExecutionStatus.WAITING:
+            self._move(ExecutionStatus.QUEUED, "end the wait of")
+        if self.status is ExecutionStatus.QUEUED:
+            self._move(ExecutionStatus.ACTIVE, "meet a goal in")
+        if to.ends:
+            self.current_step_index = self.step_count
+            self.current_step_key = ""
+            self.end_reason = reason
+            self._move(ExecutionStatus.COMPLETED, "complete")
+            self._ended(now)
+            return NextMove.nothing()
+        self.context_changed = True  # the path gains the step it goes to
+        if not self._go(to, now):
+            return NextMove.nothing()
+        return self._after_step(now)
 
     def wait_over(self, now: datetime) -> NextMove | None:
         """The job due at resume_at arrived. None: it is stale (the run is not waiting any more)."""
@@ -394,17 +442,15 @@ class Execution:
         if self.is_finished_with_steps:
             self.current_step_key = ""
             return True
-        path = self.context.get("path")
-        if isinstance(path, list) and to is not None:
-            if len(path) >= MAX_STEP_VISITS:
-                self.last_error = (
-                    f"the run went through {MAX_STEP_VISITS} steps: a loop is capped so a run cannot cycle forever"
-                )
-                self.last_error_category = LOOP_CAPPED
-                self._move(ExecutionStatus.FAILED, "fail")
-                self._ended(now)
-                return False
-            path.append(self.current_step_key)
+        done = self.context.get("step_keys")
+        if isinstance(done, list) and to is not None and len(done) >= MAX_STEP_VISITS:
+            self.last_error = (
+                f"the run went through {MAX_STEP_VISITS} steps: a loop is capped so a run cannot cycle forever"
+            )
+            self.last_error_category = LOOP_CAPPED
+            self._move(ExecutionStatus.FAILED, "fail")
+            self._ended(now)
+            return False
         return True
 
     def _after_step(self, now: datetime) -> NextMove:
@@ -441,11 +487,12 @@ class Execution:
         self.status = check_transition(self.status, target, action)
 
 
-def run_path(context: Any, current_step_index: int, step_count: int) -> list[str]:
-    """The keys of the steps a run went through, in order. A run started before steps had keys went
-    through its version's steps in order, up to where it is: their keys are step_1, step_2, ..."""
-    path = context.get("path") if isinstance(context, dict) else None
-    if isinstance(path, list):
-        return [str(key) for key in path]
+def run_path(context: Any, current_step_index: int, step_count: int, current_step_key: str = "") -> list[str]:
+    """The keys of the steps a run went through, in order: the steps it finished, then the one it is at (if
+    any). A run started before steps had keys went through its version's steps in order, up to where it is:
+    their keys are step_1, step_2, ..."""
+    done = context.get("step_keys") if isinstance(context, dict) else None
+    if isinstance(done, list):
+        return [*(str(key) for key in done), *([current_step_key] if current_step_key else [])]
     reached = min(current_step_index + 1, step_count)
     return [f"step_{n}" for n in range(1, reached + 1)]

@@ -28,6 +28,7 @@ from workflows.domain.actions import (
 )
 from workflows.domain.errors import FieldError, IllegalWorkflowTransition, WorkflowValidationError
 from workflows.domain.execution import Goto
+from workflows.domain.goals import Goal, parse_goals
 from workflows.domain.graph import check_graph
 from workflows.domain.triggers import Reenrollment, Trigger, parse_trigger
 from workflows.domain.validation import Reader, ValidationContext
@@ -104,6 +105,7 @@ class WorkflowDefinition:
     trigger: Trigger
     reenrollment: Reenrollment
     steps: tuple[Step, ...]
+    goals: tuple[Goal, ...] = ()  # met by an event, they end a run (or move it to a step): domain/goals.py
 
 
 def parse_steps(raw_steps: Any, context: ValidationContext, *, path: str = "steps") -> tuple[Step, ...]:
@@ -121,6 +123,7 @@ def parse_definition(
     steps: Any,
     context: ValidationContext,
     require_steps: bool = True,
+    goals: Any = None,
 ) -> WorkflowDefinition:
     """Check a whole workflow; raise WorkflowValidationError listing every problem, each with its path."""
     errors: list[FieldError] = []
@@ -136,9 +139,10 @@ def parse_definition(
     parsed_steps = _parse_steps(steps if steps is not None else [], context, "steps", errors)
     if require_steps and not parsed_steps and not any(e.path.startswith("steps") for e in errors):
         errors.append(FieldError("steps", "a workflow needs at least one step to be published"))
+    parsed_goals = parse_goals(goals, errors, step_keys={step.key for step in parsed_steps})
     if errors:
         raise WorkflowValidationError(errors)
-    return WorkflowDefinition(trigger=parsed_trigger, reenrollment=rule, steps=parsed_steps)
+    return WorkflowDefinition(trigger=parsed_trigger, reenrollment=rule, steps=parsed_steps, goals=parsed_goals)
 
 
 def _parse_steps(raw_steps: Any, context: ValidationContext, path: str, errors: list[FieldError]) -> tuple[Step, ...]:

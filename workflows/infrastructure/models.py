@@ -56,6 +56,8 @@ class Workflow(models.Model):
     current_version = models.ForeignKey(
         "WorkflowVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
     )
+    # Met by an event, a goal ends the contact's run (or moves it to a step): [{"name", "conditions", "then"}].
+    goals = models.JSONField(default=list, blank=True)
     # Opens and clicks of this workflow's email: None follows the account (Account.track_email_engagement).
     # Read when an email is sent, not frozen in the version: switching tracking off takes effect at once.
     track_email_engagement = models.BooleanField(
@@ -129,6 +131,9 @@ class WorkflowVersion(models.Model):
     trigger_filter = models.JSONField(default=list, blank=True)
     reenrollment = models.CharField(max_length=16, choices=_choices(Reenrollment))
     steps = models.JSONField(default=list)  # [{"key", "name", "action_type", "config", "next"?}, ...] in order
+    goals = models.JSONField(default=list, blank=True)  # [{"name", "conditions", "then"}], domain/goals.py
+    # It waits for events or has goals: its account's events must look for waiting runs and goals met.
+    listens = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -177,7 +182,7 @@ class WorkflowExecution(models.Model):
     contact = models.ForeignKey("contacts.Contact", on_delete=models.CASCADE, related_name="+")
     status = models.CharField(max_length=16, choices=_choices(ExecutionStatus), default=ExecutionStatus.QUEUED)
     current_step_index = models.PositiveIntegerField(default=0)
-    # Where the run is in the graph, by key ("" once its steps are done); the path is context["path"].
+    # Where the run is in the graph, by key ("" once its steps are done); `execution.run_path` gives its path.
     current_step_key = models.CharField(max_length=64, blank=True, default="")
     # Why it completed early, when a step or a goal ended it ("ended by step", "goal met: Bought").
     end_reason = models.CharField(max_length=300, blank=True, default="")
@@ -185,7 +190,7 @@ class WorkflowExecution(models.Model):
     retry_count = models.PositiveIntegerField(default=0)
     # Times an operator retried the run after it FAILED: each is a new message to webhook receivers (a new id).
     manual_retries = models.PositiveIntegerField(default=0)
-    # {"event", "trigger": {...}, "steps": [results], "step_keys": [whose result], "path": [keys visited]}
+    # {"event", "trigger": {...}, "steps": [results], "step_keys": [whose result]}
     context = models.JSONField(default=dict, blank=True)
     resume_at = models.DateTimeField(null=True, blank=True)
     paused_from = models.CharField(max_length=16, blank=True, default="")
@@ -315,3 +320,61 @@ class ScheduledHookRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.hook_id} @ {self.tick:%Y-%m-%d %H:%M} {self.status}"
+
+
+class EventWait(models.Model):
+    """A run WAITING in a `wait_for_event` step: what it waits for, until when, and the event once it came
+
+    Found by (account, contact, event) through a partial index on the waits no event has reached yet, so an
+    event's lookup costs the same whether ten or a million other runs wait on other events. The row is the
+    one arbiter of the race between the event and the timeout (workflows.domain.waits): an event is recorded
+    on it only while none is and only if it happened before `timeout_at`; resolving the wait deletes it.
+    """
+
+    execution = models.OneToOneField(
+        WorkflowExecution, on_delete=models.CASCADE, primary_key=True, related_name="event_wait"
+    )
+    account_id = models.BigIntegerField()
+    contact_id = models.BigIntegerField()
+    event = models.CharField(max_length=100)
+    match = models.JSONField(default=dict, blank=True)
+    step_key = models.CharField(max_length=64)
+    timeout_at = models.DateTimeField()
+    # The event that won, once one came (its id, when it happened, its data): kept while the run is paused.
+    event_id = models.CharField(max_length=32, blank=True, default="")
+    event_at = models.DateTimeField(null=True, blank=True)
+    event_data = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        app_label = "workflows"
+        indexes = [
+            models.Index(
+                fields=["account_id", "contact_id", "event"], condition=Q(event_id=""), name="event_wait_lookup"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.execution_id} waits for {self.event}"
+
+
+class GoalHit(models.Model):
+    """A run's contact met one of its workflow's goals: recorded in the event's transaction (no lock on the
+    run), then carried out by the `workflow_goal` job, or by the step in flight when it finishes. A run meets
+    at most one goal; `handled` once the run ended (or jumped) for it."""
+
+    execution = models.OneToOneField(
+        WorkflowExecution, on_delete=models.CASCADE, primary_key=True, related_name="goal_hit"
+    )
+    goal = models.CharField(max_length=100)
+    then = models.CharField(max_length=64)
+    event_id = models.CharField(max_length=32, blank=True, default="")
+    event_name = models.CharField(max_length=100, blank=True, default="")
+    met_at = models.DateTimeField()
+    handled = models.BooleanField(default=False)
+
+    class Meta:
+        app_label = "workflows"
+
+    def __str__(self) -> str:
+        return f"run {self.execution_id} met {self.goal}"

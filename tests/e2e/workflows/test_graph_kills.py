@@ -18,6 +18,7 @@ from tests.integration.workflows.support import make_workflow
 from tests.support.processes import wait_until
 from workflows.application.runs.starting import start_runs
 from workflows.domain.actions import split_bucket
+from workflows.domain.execution import run_path
 from workflows.infrastructure.models import ExecutionLog, WorkflowExecution
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -88,7 +89,7 @@ def test_kill_9_during_branches_and_every_run_continues_on_the_same_path(start_w
     for run in runs:
         path = expected_path(run, vip[run.contact_id])
         assert run.status == "completed"
-        assert run.context["path"] == path
+        assert run_path(run.context, run.current_step_index, run.step_count, run.current_step_key) == path
         logged = rows[run.pk]
         assert [key for key, _o, _d in logged] == path, f"run {run.pk}: every step of its path logged once"
         assert all(outcome == "succeeded" for _k, outcome, _d in logged)

@@ -184,3 +184,40 @@ def test_the_trigger_filter_takes_every_operator_of_the_condition_language(marke
         {"field": "first_name", "op": "in", "value": ["Ada", "Bob"]},
         {"field": "custom_fields.signed_up", "op": "after", "value": "-30 days"},
     ]
+
+
+def _goal_fields(name, field, op, value, then=""):
+    return {
+        "goals-0-name": name,
+        "goals-0-when-field": [field, ""],
+        "goals-0-when-path": ["", ""],
+        "goals-0-when-op": [op, "equals"],
+        "goals-0-when-value": [value, ""],
+        "goals-0-next": then,
+    }
+
+
+def test_goals_are_built_from_their_rows_and_may_jump_to_a_step_of_the_same_save(marketer, account):
+    data = graph_page(account, **_goal_fields("Bought", "tags", "contains", "customer", then="reminder"))
+    response = marketer.post(reverse("admin:workflows_workflow_add"), data)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    workflow = Workflow.objects.get()
+    assert workflow.goals == [
+        {"name": "Bought", "conditions": [{"field": "tags", "op": "contains", "value": "customer"}], "then": "reminder"}
+    ]
+    page = marketer.get(reverse("admin:workflows_workflow_change", args=[workflow.pk])).content.decode()
+    assert 'name="goals-0-name" value="Bought"' in page
+    data = graph_page(account, **_goal_fields("Bought", "tags", "contains", "customer"))  # blank: end the run
+    data["name"] = "Other"
+    assert marketer.post(reverse("admin:workflows_workflow_add"), data).status_code == 302
+    assert Workflow.objects.get(name="Other").goals[0]["then"] == "$end"
+
+
+def test_a_goal_on_an_unknown_field_is_refused_next_to_the_goals(marketer, account):
+    data = graph_page(account, **_goal_fields("Bought", "frist_name", "equals", "Ada"))
+    response = marketer.post(reverse("admin:workflows_workflow_add"), data)
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors["goals"]
+    assert len(errors) == 1
+    assert errors[0].startswith("Goal 1, condition 1 (field): ")
+    assert not Workflow.objects.exists()

@@ -467,7 +467,7 @@ def test_publish_returns_the_new_version_and_only_makes_one_when_the_draft_chang
     assert version["number"] == 1
     assert version["workflow"] == workflow.pk
     assert version["steps"] == [{"key": "step_1", "name": "", **TAG_STEP}]
-    assert set(version) == {"id", "number", "workflow", "trigger", "reenrollment", "steps", "published_at"}
+    assert set(version) == {"id", "number", "workflow", "trigger", "reenrollment", "steps", "goals", "published_at"}
     workflow.refresh_from_db()
     assert workflow.status == "active"
     assert str(workflow.current_version_id) == version["id"]
@@ -506,3 +506,30 @@ def test_pause_activate_and_restore(owner_api, account):
     never_published = make_workflow(account, [TAG_STEP], publish=False)
     body = assert_problem(owner_api.post(f"{detail(never_published)}/activate"), 409, type_=INVALID_STATE)
     assert body["current_state"] == "draft"
+
+
+@pytest.mark.django_db
+def test_goals_and_the_tracking_switch_round_trip_and_are_frozen_at_publish(owner_api):
+    goal = {"name": "Bought", "conditions": [{"field": "tags", "op": "contains", "value": "customer"}]}
+    body = {"name": "Nurture", "steps": [TAG_STEP], "goals": [goal], "track_email_engagement": False}
+    created = owner_api.post(WORKFLOWS, body, format="json")
+    assert created.status_code == 201, created.content
+    shown = created.json()
+    assert shown["goals"] == [{**goal, "then": "$end"}]
+    assert shown["track_email_engagement"] is False
+    workflow_id = shown["id"]
+    version = owner_api.post(f"{WORKFLOWS}/{workflow_id}/publish", format="json").json()
+    assert version["goals"] == [{**goal, "then": "$end"}]
+    changed = owner_api.patch(f"{WORKFLOWS}/{workflow_id}", {"goals": []}, format="json").json()
+    assert changed["goals"] == []
+    assert changed["track_email_engagement"] is False  # not given: unchanged
+    assert changed["has_unpublished_changes"] is True
+
+
+@pytest.mark.django_db
+def test_a_goal_with_an_unknown_field_is_refused_naming_its_path_and_nothing_is_stored(owner_api):
+    goal = {"name": "Bought", "conditions": [{"field": "purchases", "op": "equals", "value": 1}]}
+    response = owner_api.post(WORKFLOWS, {"name": "Nurture", "steps": [TAG_STEP], "goals": [goal]}, format="json")
+    problem = assert_problem(response, 400, type_=VALIDATION)
+    assert error_fields(problem) == ["goals[0].conditions[0].field"]
+    assert not Workflow.objects.exists()

@@ -147,6 +147,17 @@ def test_purge_counts_retention_from_when_a_job_finished_and_keeps_dead_letters_
     assert not Job.objects.filter(pk__in=[done.pk, cancelled.pk, dead.pk]).exists()
 
 
+@pytest.mark.django_db
+def test_purge_goes_chunk_by_chunk_from_the_oldest_and_misses_none_that_share_a_time():
+    old = timezone.now() - dt.timedelta(days=10)
+    tie = old + dt.timedelta(minutes=1)
+    times = (old, tie, tie, tie, tie + dt.timedelta(days=1))
+    gone = [_job(JobStatus.COMPLETED, created_at=t, completed_at=t) for t in times]
+    kept = _job(JobStatus.COMPLETED, created_at=old, completed_at=timezone.now())  # finished recently
+    assert job_purge(retention_days=7, dead_letter_retention_days=None, chunk=2) == len(gone)
+    assert list(Job.objects.values_list("pk", flat=True)) == [kept.pk]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_schedule_fires_once_per_tick_however_many_workers_race_for_it(settings):
     settings.JOB_SCHEDULES = {"digest": {"cron": "*/5 * * * *", "handler": "log_message", "payload": {"m": 1}}}

@@ -12,9 +12,16 @@ from contacts.models import Event
 from tests.integration.integrations.fixtures import smtp_server  # noqa: F401 - a fixture, found by name
 from tests.integration.workflows.support import make_workflow, run_due_jobs
 from workflows.application.runs.starting import start_run
+from workflows.domain.execution import run_path
 from workflows.infrastructure.models import ExecutionLog, Workflow, WorkflowExecution
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def path_of(run) -> list[str]:
+    """The keys of the steps the run went through (what the API's `path` shows)."""
+    return run_path(run.context, run.current_step_index, run.step_count, run.current_step_key)
+
 
 SALE = "https://shop.example/sale?x=1&y=2"
 EMAIL_STEP = {
@@ -171,3 +178,52 @@ def test_what_a_runs_emails_came_to_by_step(account, contact, mail):
     assert email_engagement(run_id=str(run.pk), contact_id=contact.pk) == {
         "step_1": {"opened": True, "clicked": True, "links": [SALE]}
     }
+
+
+CLICK_FLOW = [
+    {"key": "welcome", **EMAIL_STEP},
+    {
+        "key": "wait_click",
+        "action_type": "wait_for_event",
+        "config": {"event": "email.clicked", "match": {"step": "welcome"}, "timeout": 3600, "on_timeout": "decide"},
+        "next": "decide",
+    },
+    {
+        "key": "decide",
+        "action_type": "branch",
+        "config": {
+            "branches": [
+                {
+                    "name": "Clicked",
+                    "conditions": [{"field": "steps.welcome.clicked", "op": "equals", "value": True}],
+                    "next": "tag_engaged",
+                }
+            ],
+            "default": "reminder",
+        },
+    },
+    {"key": "tag_engaged", "action_type": "add_tag", "config": {"tag": "engaged"}, "next": "$end"},
+    {"key": "reminder", "action_type": "send_email", "config": {"subject": "Reminder", "text": "Still on: sale."}},
+]
+
+
+def test_a_click_on_the_tracked_link_wakes_the_wait_and_the_branch_sees_it(account, contact, mail):
+    workflow = make_workflow(account, CLICK_FLOW)
+    run = start_run(workflow_id=workflow.pk, contact_id=contact.pk).execution
+    run_due_jobs()
+    run.refresh_from_db()
+    assert run.status == "waiting"
+    (click,) = tracked_links(parts(mail)[1], "c")
+    requests.get(click, allow_redirects=False, timeout=10)
+    run_due_jobs()
+    run.refresh_from_db()
+    assert run.status == "completed"
+    assert path_of(run) == ["welcome", "wait_click", "decide", "tag_engaged"]
+    contact.refresh_from_db()
+    assert "engaged" in contact.tags
+    decisions = [
+        d for d in ExecutionLog.objects.filter(execution=run).order_by("id").values_list("decision", flat=True) if d
+    ]
+    assert [d["kind"] for d in decisions] == ["event", "branch"]
+    assert decisions[1]["values"] == {"steps.welcome.clicked": True}
+    assert len(mail.messages) == 1  # no reminder

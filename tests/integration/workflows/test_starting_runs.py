@@ -32,7 +32,7 @@ def test_start_queues_the_first_step_on_the_current_version(account, contact):
     assert run.status == "queued"
     assert run.version_id == workflow.current_version_id
     assert run.step_count == 2
-    assert run.context == {"event": "", "trigger": {"plan": "pro"}, "steps": [], "step_keys": [], "path": ["step_1"]}
+    assert run.context == {"event": "", "trigger": {"plan": "pro"}, "steps": [], "step_keys": []}
     assert run.current_step_key == "step_1"
     job = Job.objects.get(pk=run.next_job_id)
     assert job.handler == "workflow_step"

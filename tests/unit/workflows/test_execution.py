@@ -81,7 +81,6 @@ def test_start_queues_the_first_step():
         "trigger": {"a": 1},
         "steps": [],
         "step_keys": [],
-        "path": ["welcome"],
     }
     assert move.kind is MoveKind.RUN_STEP
     assert move.at is None

@@ -68,6 +68,8 @@ def run_steps(items: Sequence[BatchItem]) -> list[BatchItem]:
         try:
             execution_id, step_index = run_id(payload["execution_id"]), int(payload["step_index"])
             executor = executor_at(payload["version_id"], step_index) if payload.get("version_id") else None
+            if executor is not None and load_version(run_id(payload["version_id"])).definition.goals:
+                executor = None  # a goal may have been met before the step starts: run_step looks, one by one
         except (KeyError, TypeError, ValueError, ExecutionNotFound):
             executor = None
         if executor is None:

@@ -26,9 +26,11 @@ from jobs.application.operations import cancel_pending_jobs
 from kernel.failures import truncate
 from workflows.application.errors import ExecutionNotFound
 from workflows.application.runs.moves import cancel_next_job, enact, run_id
+from workflows.application.runs.waiting import has_recorded_event, waiting_step
 from workflows.domain.execution import Execution, ExecutionStatus
 from workflows.infrastructure.models import WorkflowExecution
 from workflows.infrastructure.store import RunRow, RunStore
+from workflows.infrastructure.waits import WaitStore
 
 log = logging.getLogger("relay.workflows")
 
@@ -47,8 +49,16 @@ def pause_run(*, execution_id: UUID | str, account_id: int | None = None) -> Wor
 
 
 def resume_run(*, execution_id: UUID | str, account_id: int | None = None) -> WorkflowExecution:
-    """Carry on: a wait whose time passed during the pause continues at once, else waits the remainder."""
-    return _operate(execution_id, account_id, lambda row, run: enact(row, run, run.resume(timezone.now())))
+    """Carry on: a wait whose time passed during the pause continues at once, else waits the remainder; an
+    event wait whose event came during the pause goes on at once, on its "happened" path."""
+
+    def resume(row: RunRow, run: Execution) -> None:
+        now = timezone.now()
+        if run.paused_from is ExecutionStatus.WAITING and waiting_step(row) is not None and has_recorded_event(row.id):
+            run.resume_at = now  # the event came during the pause: act on it now (the wait step resolves it)
+        enact(row, run, run.resume(now))
+
+    return _operate(execution_id, account_id, resume)
 
 
 def cancel_run(*, execution_id: UUID | str, account_id: int | None = None) -> WorkflowExecution:
@@ -59,6 +69,7 @@ def cancel_run(*, execution_id: UUID | str, account_id: int | None = None) -> Wo
         run.cancel(timezone.now())
         if not in_flight:  # a step in flight keeps its job, so its outcome is still logged
             cancel_next_job(row)
+        WaitStore().forget(row.id)  # an event wait, if any, leaves the index
 
     return _operate(execution_id, account_id, cancel)
 
@@ -117,6 +128,7 @@ def job_died(*, execution_id: UUID | str, job_id: UUID, handler: str, status: st
             return False
         row.next_job_id = None
         store.update_run(row, [*row.apply(run), "next_job_id"])
+        WaitStore().forget(row.id)
     log.error("run %s failed: %s", row.id, message)
     return True
 

@@ -17,15 +17,22 @@ from django.db import transaction
 
 from contacts.application.events import ContactEvent, store_event
 from workflows.application.errors import ContactNotFound
+from workflows.application.runs.goals import account_listens, meet_goals
 from workflows.application.runs.starting import EventOutcome, check_trigger_data, record_event
+from workflows.application.runs.waiting import wake_waiting_runs
 from workflows.domain.errors import WorkflowValidationError
 from workflows.domain.triggers import EVENT_NAME
 from workflows.infrastructure.store import RunStore
 
 
 def receive_event(event: ContactEvent) -> EventOutcome:
-    """What an event causes in the engine, in the event's transaction: the runs it starts."""
-    return record_event(account=event.account_id, contact=event.contact_id, name=event.name, data=event.data)
+    """What an event causes in the engine, in the event's transaction: the runs it starts (returned), the
+    waiting runs it wakes."""
+    outcome = record_event(account=event.account_id, contact=event.contact_id, name=event.name, data=event.data)
+    if account_listens(event.account_id):  # else no run of the account can wait for it or have a goal
+        wake_waiting_runs(event)
+        meet_goals(event)
+    return outcome
 
 
 def post_event(*, account_id: int, contact_id: int, name: str, data: Mapping[str, Any] | None = None) -> EventOutcome:

@@ -49,10 +49,12 @@ from workflows.application.actions import ActionExecutor, ActionResult, StepRun,
 from workflows.application.chain import caused_by
 from workflows.application.definitions import LoadedVersion, load_version
 from workflows.application.errors import ExecutionNotFound
+from workflows.application.runs.goals import pending_goal, reach_goal
 from workflows.application.runs.moves import enact, holds, run_id
+from workflows.application.runs.waiting import wait_timed_out, waiting_step
 from workflows.domain.enrollment import ChainOrigin
 from workflows.domain.errors import OutcomeNotStored
-from workflows.domain.execution import Execution, ExecutionStatus, NextMove, StepGate, StepOutcome
+from workflows.domain.execution import ENDED, Execution, ExecutionStatus, NextMove, StepGate, StepOutcome
 from workflows.domain.logs import bounded_response
 from workflows.domain.retry import RetryService
 from workflows.domain.workflow import Step
@@ -115,6 +117,8 @@ def _begin_external(
     run = row.to_domain()
     if run.step_job_arrived() is not StepGate.RUN:
         return None
+    if load_version(row.version_id).definition.goals:
+        return None  # a goal may have been met: the locked path looks before the step starts
     read_status, attempt_number = row.status, run.attempt_number
     run.begin_step(now)
     if not store.compare_and_set(row, row.apply(run), expected_status=read_status, job_id=job.id):
@@ -144,6 +148,12 @@ def _begin_locked(
             job.mark_completed()
             return None
         version = load_version(row.version_id)
+        goal = pending_goal(row, version)
+        if goal is not None:  # met before this step started: the step does not start
+            move, goal_log = reach_goal(row, run, version, goal, now)
+            enact(row, run, move, completing=job)
+            store.record_step(row, [*row.apply(run), "next_job_id"], goal_log)
+            return None
         step = version.definition.steps[row.current_step_index]
         executor = executor_for(step.action_type)
         attempt_number = run.attempt_number
@@ -158,12 +168,17 @@ def _begin_locked(
 
 
 def end_wait(*, execution_id: UUID | str, job: JobContext) -> None:
-    """resume_at came: the run goes on with its next step (or completes, if the wait was the last)."""
+    """resume_at came: the run goes on with its next step (or completes, if the wait was the last); for a
+    wait_for_event step, its timeout came (`runs.waiting`)."""
     store = RunStore()
     with transaction.atomic(durable=True):
         row = store.lock_run(run_id(execution_id))
         if row is None or not holds(row, job, None):
             return
+        if row.status == ExecutionStatus.WAITING.value:
+            step = waiting_step(row)
+            if step is not None and wait_timed_out(row, step, job):
+                return  # a wait_for_event's timeout (or the event that beat it): settled there
         run = row.to_domain()
         move = run.wait_over(timezone.now())
         if move is None:
@@ -218,8 +233,16 @@ def record(
 ) -> None:
     """One transaction: the log row, the run's move, the next job, and this job's completion."""
     move, log_values = settle(row, run, step, attempt_number, attempt, started_at)
+    goal_log = None
+    if run.status not in ENDED:
+        version = load_version(row.version_id)
+        goal = pending_goal(row, version)  # met while the step was in flight: it, not what follows, comes next
+        if goal is not None:
+            move, goal_log = reach_goal(row, run, version, goal, timezone.now())
     enact(row, run, move, completing=job)  # this job completes, what follows is queued: one statement
     store.record_step(row, [*row.apply(run), "next_job_id"], log_values)
+    if goal_log is not None:
+        store.insert_log(**goal_log)
 
 
 def record_external(
@@ -276,7 +299,9 @@ def settle(
         assert result is not None  # an attempt without an error has its result
         data = bounded_response(result.data)
         to = step.goto if result.next_key is None else step.goto_key(result.next_key)
-        if result.wait_until is not None:
+        if result.event_wait_until is not None:
+            move = run.begin_event_wait(now, result.event_wait_until)
+        elif result.wait_until is not None:
             move = run.begin_wait(now, result.wait_until, data, to)
         else:
             move = run.step_succeeded(now, data, to, reason=result.end_reason)

@@ -1,0 +1,201 @@
+"""Goals: an event makes an enrolled contact meet one (`meet_goals`), and its run ends or jumps (`reach_goal`).
+
+1. Every event of a contact (in the event's transaction) judges the goals of
+   the contact's unfinished runs, over the contact as it is now, the run's
+   trigger data and the event. The first goal met is recorded on the run
+   (`GoalHit`: at most one per run) and a `workflow_goal` job is queued; the
+   event's transaction never locks a run (a step of another run may be what
+   caused the event).
+2. That job locks the run: QUEUED (its next step or a retry not started),
+   WAITING (a wait or an event wait) or PAUSED, the run ends COMPLETED with
+   "goal met: <name>" (or goes to the step `then` names), its queued job is
+   cancelled, its wait forgotten, and a log row says which goal. ACTIVE (a
+   step in flight): nothing yet; that step finishes, and when it is recorded
+   (`after_step`) the goal is carried out instead of what would follow.
+3. A step job that finds a goal met before it starts its step carries out the
+   goal instead (`pending_goal`): no later step starts, however the jobs race.
+
+Only accounts with a published version that has goals or waits look (one
+cached answer per account: `account_listens`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models.fields.json import KeyTransform
+from django.utils import timezone
+
+from contacts.application.events import ContactEvent
+from jobs.application.context import JobContext
+from jobs.application.queue import enqueue
+from workflows.application.definitions import LoadedVersion, load_version
+from workflows.application.runs.moves import cancel_next_job, enact, run_id
+from workflows.application.trigger_cache import trigger_cache
+from workflows.domain.actions import END
+from workflows.domain.conditions import Facts
+from workflows.domain.execution import ENDED, UNFINISHED, Execution, ExecutionStatus, Goto, NextMove
+from workflows.domain.goals import event_facts, first_met
+from workflows.infrastructure.models import GoalHit, WorkflowExecution, WorkflowVersion
+from workflows.infrastructure.store import RunRow, RunStore
+from workflows.infrastructure.waits import WaitStore
+
+log = logging.getLogger("relay.workflows")
+
+GOAL_HANDLER = "workflow_goal"
+_LISTENS_KEY = ("$listens", None)  # the trigger cache's entry for "does this account have waits or goals"
+_GOALS_KEY = ("$goals", None)  # ... and for "does it have goals"
+_YES = [(0, UUID(int=0))]
+
+
+def account_listens(account_id: int) -> bool:
+    """Whether any published version of the account's workflows waits for events or has goals.
+
+    Kept in the trigger cache (dropped when the account publishes, at most WORKFLOW_TRIGGER_CACHE_MAX_AGE
+    seconds old), so an account without either pays nothing on each event.
+    """
+
+    def load() -> list[tuple[int, UUID]]:
+        found = WorkflowVersion.objects.filter(workflow__account_id=account_id, listens=True).exists()
+        return _YES if found else []
+
+    return bool(trigger_cache.lookup(account_id, _LISTENS_KEY, load))
+
+
+def account_has_goals(account_id: int) -> bool:
+    """Whether any published version of the account's workflows has goals (cached as `account_listens`)."""
+
+    def load() -> list[tuple[int, UUID]]:
+        found = WorkflowVersion.objects.filter(workflow__account_id=account_id, listens=True).exclude(goals=[])
+        return _YES if found.exists() else []
+
+    return bool(trigger_cache.lookup(account_id, _GOALS_KEY, load))
+
+
+@dataclass(frozen=True)
+class PendingGoal:
+    goal: str
+    then: str
+    event_id: str
+    event_name: str
+
+
+def meet_goals(event: ContactEvent) -> list[UUID]:
+    """Judge the goals of the contact's unfinished runs against this event; record each one met and queue its
+    job. In the event's transaction. Returns the runs that met a goal."""
+    if not account_has_goals(event.account_id):
+        return []
+    runs = (
+        WorkflowExecution.objects.filter(
+            account_id=event.account_id, contact_id=event.contact_id, status__in=[s.value for s in UNFINISHED]
+        )
+        .exclude(goal_hit__isnull=False)
+        .annotate(trigger=KeyTransform("trigger", "context"))
+        .values_list("id", "version_id", "trigger")
+    )
+    met = []
+    contact: dict[str, Any] | None = None
+    for execution_id, version_id, trigger in runs:
+        goals = load_version(version_id).definition.goals
+        if not goals:
+            continue
+        if contact is None:
+            contact = RunStore().contact(event.contact_id, event.account_id) or {}
+        facts = Facts(
+            contact=contact,
+            trigger=trigger if isinstance(trigger, dict) else {},
+            event=event_facts(event.name, event.data),
+            now=event.occurred_at,
+        )
+        goal = first_met(goals, facts)
+        if goal is None:
+            continue
+        try:
+            with transaction.atomic():  # a savepoint: a goal already met keeps the caller's transaction usable
+                GoalHit.objects.create(
+                    execution_id=execution_id,
+                    goal=goal.name,
+                    then=goal.then,
+                    event_id=event.id,
+                    event_name=event.name,
+                    met_at=event.occurred_at,
+                )
+        except IntegrityError:
+            continue
+        enqueue(
+            GOAL_HANDLER, {"execution_id": str(execution_id)}, queue=settings.WORKFLOW_QUEUE, account=event.account_id
+        )
+        met.append(execution_id)
+    return met
+
+
+def pending_goal(row: RunRow, version: LoadedVersion) -> PendingGoal | None:
+    """A goal the run met and that is not carried out yet (asked only when its version has goals)."""
+    if not version.definition.goals:
+        return None
+    hit = GoalHit.objects.filter(execution_id=row.id, handled=False).values_list(
+        "goal", "then", "event_id", "event_name"
+    )
+    found = hit.first()
+    return PendingGoal(*found) if found else None
+
+
+def goal_met(*, execution_id: UUID | str, job: JobContext) -> None:
+    """The `workflow_goal` job: carry out the goal the run met, unless a step is in flight (it will)."""
+    store = RunStore()
+    with transaction.atomic(durable=True):
+        row = store.lock_run(run_id(execution_id))
+        if row is None:
+            return
+        status = ExecutionStatus(row.status)
+        if status is ExecutionStatus.ACTIVE:
+            return  # the step in flight finishes; recording it carries out the goal (after_step)
+        version = load_version(row.version_id)
+        goal = pending_goal(row, version)
+        if goal is None:
+            return
+        if status in ENDED:
+            GoalHit.objects.filter(execution_id=row.id).update(handled=True)
+            return
+        run = row.to_domain()
+        move, log_row = reach_goal(row, run, version, goal, timezone.now())
+        cancel_next_job(row)
+        enact(row, run, move, completing=job)
+        store.record_step(row, [*row.apply(run), "next_job_id"], log_row)
+
+
+def reach_goal(
+    row: RunRow, run: Execution, version: LoadedVersion, goal: PendingGoal, now: datetime
+) -> tuple[NextMove, dict[str, Any]]:
+    """The run's move for the goal (applied to `run`), its wait forgotten, the goal marked carried out, and the
+    log row that says so. The caller enacts the move (and cancels the job the run held, if it must)."""
+    steps = version.definition.steps
+    where = steps[row.current_step_index] if 0 <= row.current_step_index < len(steps) else steps[-1]
+    target = next((s for s in steps if s.key == goal.then), None) if goal.then != END else None
+    to = Goto(target.index, target.key) if target is not None else Goto(None, END)
+    move = run.goal_reached(now, f"goal met: {goal.goal}", to)
+    WaitStore().forget(row.id)
+    GoalHit.objects.filter(execution_id=row.id).update(handled=True)
+    log.info("run %s met goal %r (event %s): %s", row.id, goal.goal, goal.event_name, "ends" if to.ends else to.key)
+    decision = {"kind": "goal", "goal": goal.goal, "event_id": goal.event_id, "next": to.key}
+    return move, {
+        "execution_id": row.id,
+        "step_index": where.index,
+        "step_key": where.key,
+        "step_name": where.label,
+        "action_type": where.action_type.value,
+        "attempt_number": 1,
+        "outcome": "skipped",
+        "started_at": now,
+        "duration_ms": 0,
+        "error_category": "",
+        "error_details": "",
+        "response_data": {"goal": goal.goal, "event": goal.event_name},
+        "decision": decision,
+    }
