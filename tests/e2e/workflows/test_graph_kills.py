@@ -1,6 +1,6 @@
 """kill -9 of workers while runs go through a branch and a split: every run continues on the same path.
 
-Real `runworker` processes on PostgreSQL carry 120 runs of a graph (tag, branch on the contact's tags, a
+Real `runworker` processes on PostgreSQL carry 600 runs of a graph (tag, branch on the contact's tags, a
 50/50 split, one tag per path). Two workers are killed with SIGKILL while the runs are in flight (each
 mid-job: the branch's or split's transaction, or the tag step's, dies with it) and replaced; the killed
 workers' jobs are rescued after their lease. Every run must complete on the path its data and its run id
@@ -22,7 +22,7 @@ from workflows.domain.execution import run_path
 from workflows.infrastructure.models import ExecutionLog, WorkflowExecution
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
-RUNS = 120
+RUNS = 600  # enough that the runs are still in flight at both kills on a quiet machine
 ENV = {"JOB_POLL_INTERVAL": "0.2", "JOB_EXECUTION_TIMEOUT": "3", "LOG_LEVEL": "WARNING"}
 STEPS = [
     {"key": "seen", "action_type": "add_tag", "config": {"tag": "seen"}},
@@ -57,6 +57,16 @@ def completed() -> int:
     return WorkflowExecution.objects.filter(status="completed").count()
 
 
+def kill_mid_job(worker) -> None:
+    """kill -9 once the worker holds a claimed job, so the kill hits work in flight however loaded the box is."""
+    wait_until(
+        lambda: Job.objects.filter(status="running", worker_id__contains=f":{worker.pid}:").exists(),
+        60,
+        f"worker {worker.pid} to hold a job",
+    )
+    worker.kill()
+
+
 def test_kill_9_during_branches_and_every_run_continues_on_the_same_path(start_worker):
     account = AccountFactory(max_concurrent_executions=RUNS + 10)
     contacts = [ContactFactory(account=account, tags=["vip"] if i % 2 else []) for i in range(RUNS)]
@@ -65,11 +75,10 @@ def test_kill_9_during_branches_and_every_run_continues_on_the_same_path(start_w
     first, second = start_worker(**ENV), start_worker(**ENV)
     start_runs(workflow_id=workflow.pk, contact_ids=[c.pk for c in contacts])
 
-    wait_until(lambda: completed() >= 5, 60, "the first runs to complete")
-    first.kill()
+    kill_mid_job(first)
     start_worker(**ENV)
     wait_until(lambda: completed() >= RUNS // 3, 60, "a third of the runs to complete")
-    second.kill()
+    kill_mid_job(second)
     killed_at = time.monotonic()
     start_worker(**ENV)
     wait_until(lambda: completed() == RUNS, 120, "every run to complete")

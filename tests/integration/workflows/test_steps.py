@@ -547,8 +547,10 @@ def test_queries_per_step_stay_few(account, contact, webhook_server):
     # event lookup, queue the next step, the run's move + its log row, complete the job.
     # webhook: claim, read the run (with its contact), mark it ACTIVE (compare-and-set), the webhook client's
     # read of the account's signing secret, lock the run, its move + log row, complete the job.
-    # SQLite needs one more each: the move and the log row are two statements there.
-    limits = (8, 7) if connection.vendor == "postgresql" else (9, 8)
+    # SQLite needs one more each: the move and the log row are two statements there; and update_contact one
+    # more again, since SQLite has no notification listener to keep the trigger cache trusted, so its event reads
+    # "does this account wait for events or have goals" each time (workflows.application.runs.goals).
+    limits = (8, 7) if connection.vendor == "postgresql" else (10, 8)
     assert counts[0] <= limits[0], counts
     assert counts[1] <= limits[1], counts
 
