@@ -186,7 +186,7 @@ class WorkflowAdmin(AccountScopedAdmin):
     search_fields = ("name", "description", "trigger_event")
     readonly_fields = ("status", "current_version", "created_at", "updated_at", "who_enters", "again")
     fieldsets = (
-        (None, {"fields": ("account", "name", "description")}),
+        (None, {"fields": ("account", "name", "description", "track_email_engagement")}),
         (
             "Who enters",
             {
@@ -376,6 +376,7 @@ class WorkflowAdmin(AccountScopedAdmin):
                 description=data.get("description") or "",
                 trigger=trigger,
                 reenrollment=data["reenrollment"],
+                track_email_engagement=data.get("track_email_engagement"),
             )
         else:
             saved = service.create(
@@ -384,6 +385,7 @@ class WorkflowAdmin(AccountScopedAdmin):
                 description=data.get("description") or "",
                 trigger=trigger,
                 reenrollment=data["reenrollment"],
+                track_email_engagement=data.get("track_email_engagement"),
             )
         obj.pk = saved.pk
         obj._state.adding = False

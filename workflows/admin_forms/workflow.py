@@ -81,6 +81,19 @@ class WorkflowForm(forms.ModelForm):
         initial="never",
     )
 
+    track_email_engagement = forms.TypedChoiceField(
+        label="Track opens and clicks of this workflow's emails",
+        choices=[
+            ("", "As the account is set"),
+            ("true", "Yes: add the open pixel and tracked links"),
+            ("false", "No: send the links as they are"),
+        ],
+        coerce=lambda value: value == "true",
+        empty_value=None,
+        required=False,
+        help_text="Opens and clicks become events your branches, waits and goals can use.",
+    )
+
     class Meta:
         model = Workflow
         fields = ["account", "name", "description", "trigger_type", "trigger_tag", "reenrollment"]
@@ -89,6 +102,8 @@ class WorkflowForm(forms.ModelForm):
     def __init__(self, *args: Any, builder: BuilderContext | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.builder = builder or BuilderContext()
+        tracking = self.instance.track_email_engagement
+        self.initial["track_email_engagement"] = "" if tracking is None else str(tracking).lower()
         events = [(name, EVENT_LABELS.get(name, name)) for name in BUILTIN_EVENTS]
         custom = [(name, f"{name} (custom event)") for name in self.builder.known_events if name not in BUILTIN_EVENTS]
         cast(forms.ChoiceField, self.fields["trigger_event"]).choices = [

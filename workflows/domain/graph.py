@@ -17,7 +17,7 @@ most MAX_STEP_VISITS steps (`Execution`), then fails with a clear reason.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from workflows.domain.actions import (
@@ -44,7 +44,11 @@ def exits(step: Step, path: str) -> list[tuple[str, str]]:
     return [(f"{here}.next", step.next), *found]
 
 
-def check_graph(steps: Sequence[Step], path: str, errors: list[FieldError]) -> None:
+def check_graph(
+    steps: Sequence[Step], path: str, errors: list[FieldError], *, also_entered: Iterable[str] = ()
+) -> None:
+    """Every target exists, every step is reachable (from the first step, or as a goal's `then`: also_entered),
+    every reachable step can end, and every loop waits."""
     if not steps:
         return
     by_key = {step.key: step for step in steps}
@@ -61,6 +65,9 @@ def check_graph(steps: Sequence[Step], path: str, errors: list[FieldError]) -> N
     if errors:
         return
     reachable = _reach(steps[0].key, edges)
+    for entry in also_entered:
+        if entry in by_key:
+            reachable |= _reach(entry, edges)
     for step in steps:
         if step.key not in reachable:
             errors.append(FieldError(f"{path}[{step.index}]", f"step {step.key!r} is unreachable: no step leads to it"))

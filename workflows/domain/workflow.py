@@ -136,7 +136,9 @@ def parse_definition(
             rule = Reenrollment(reenrollment)
         except ValueError:
             errors.append(FieldError("reenrollment", f"must be one of: {', '.join(r.value for r in Reenrollment)}"))
-    parsed_steps = _parse_steps(steps if steps is not None else [], context, "steps", errors)
+    parsed_steps = _parse_steps(
+        steps if steps is not None else [], context, "steps", errors, goal_targets=_goal_targets(goals)
+    )
     if require_steps and not parsed_steps and not any(e.path.startswith("steps") for e in errors):
         errors.append(FieldError("steps", "a workflow needs at least one step to be published"))
     parsed_goals = parse_goals(goals, errors, step_keys={step.key for step in parsed_steps})
@@ -145,7 +147,22 @@ def parse_definition(
     return WorkflowDefinition(trigger=parsed_trigger, reenrollment=rule, steps=parsed_steps, goals=parsed_goals)
 
 
-def _parse_steps(raw_steps: Any, context: ValidationContext, path: str, errors: list[FieldError]) -> tuple[Step, ...]:
+def _goal_targets(goals: Any) -> frozenset[str]:
+    """The steps goals jump to: runs reach them from anywhere, so the graph counts them as reachable."""
+    if not isinstance(goals, Sequence) or isinstance(goals, str | bytes):
+        return frozenset()
+    found = (goal.get("then") for goal in goals if isinstance(goal, Mapping))
+    return frozenset(then for then in found if isinstance(then, str) and then != END)
+
+
+def _parse_steps(
+    raw_steps: Any,
+    context: ValidationContext,
+    path: str,
+    errors: list[FieldError],
+    *,
+    goal_targets: frozenset[str] = frozenset(),
+) -> tuple[Step, ...]:
     if not isinstance(raw_steps, Sequence) or isinstance(raw_steps, str | bytes):
         errors.append(FieldError(path, "must be a list of steps"))
         return ()
@@ -201,7 +218,7 @@ def _parse_steps(raw_steps: Any, context: ValidationContext, path: str, errors: 
             )
     if len(errors) > before:
         return tuple(steps)  # the graph is judged once every step reads
-    return _linked(steps, path, errors)
+    return _linked(steps, path, errors, goal_targets)
 
 
 _NEXT = re.compile(r"[a-z0-9_]{1,64}|\$end")
@@ -212,7 +229,9 @@ def step_key_for(index: int) -> str:
     return f"step_{index + 1}"
 
 
-def _linked(steps: list[Step], path: str, errors: list[FieldError]) -> tuple[Step, ...]:
+def _linked(
+    steps: list[Step], path: str, errors: list[FieldError], goal_targets: frozenset[str] = frozenset()
+) -> tuple[Step, ...]:
     """Give every step its key and its `next`, check the graph, and resolve every target to a Goto."""
     keyed: list[Step] = []
     seen: dict[str, int] = {}
@@ -231,7 +250,7 @@ def _linked(steps: list[Step], path: str, errors: list[FieldError]) -> tuple[Ste
     for position, step in enumerate(keyed):
         following = keyed[position + 1].key if position + 1 < len(keyed) else END
         linked.append(replace(step, next=step.explicit_next or following))
-    check_graph(linked, path, errors)
+    check_graph(linked, path, errors, also_entered=goal_targets)
     if errors:
         return tuple(linked)
     gotos = {step.key: Goto(step.index, step.key) for step in linked}

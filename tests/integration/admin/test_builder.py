@@ -258,3 +258,21 @@ def test_the_templates_variables_leave_out_what_the_template_binds():
         ("contact", "first_name"),
         ("run", "id"),
     ]
+
+
+def test_the_tracking_switch_is_a_choice_on_the_form_and_saved_through_the_service(marketer, account):
+    steps = [("add_tag", {"tag": "Engaged"})]
+    response = marketer.post(
+        reverse("admin:workflows_workflow_add"), page_data(account, steps, track_email_engagement="false")
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    workflow = Workflow.objects.get()
+    assert workflow.track_email_engagement is False
+    page = marketer.get(reverse("admin:workflows_workflow_change", args=[workflow.pk]))
+    assert page.context["adminform"].form["track_email_engagement"].value() == "false"
+    # Back to "as the account is set".
+    data = page_data(account, steps, existing=list(workflow.steps.all()), track_email_engagement="")
+    response = marketer.post(reverse("admin:workflows_workflow_change", args=[workflow.pk]), data)
+    assert response.status_code == 302
+    workflow.refresh_from_db()
+    assert workflow.track_email_engagement is None

@@ -50,6 +50,19 @@ def test_unreachable_steps_are_refused():
     }
 
 
+def test_a_step_only_a_goal_jumps_to_is_reachable():
+    from workflows.domain.workflow import parse_definition
+
+    steps = [tag("a", next="$end"), tag("thanks")]
+    goal = {"name": "Bought", "conditions": [{"field": "tags", "op": "contains", "value": "buyer"}], "then": "thanks"}
+    trigger = {"type": "manual"}
+    definition = parse_definition(trigger=trigger, reenrollment="never", steps=steps, goals=[goal], context=CONTEXT)
+    assert [s.key for s in definition.steps] == ["a", "thanks"]
+    with pytest.raises(WorkflowValidationError) as refused:  # without the goal, nothing leads to it
+        parse_definition(trigger=trigger, reenrollment="never", steps=steps, goals=[], context=CONTEXT)
+    assert [e.path for e in refused.value.errors] == ["steps[1]"]
+
+
 def test_a_next_naming_no_step_is_refused():
     assert errors_of([tag("a", next="nowhere"), tag("b")]) == {
         "steps[0].next": ["names no step of this workflow: 'nowhere'"]
