@@ -239,10 +239,7 @@ class PrivateDatabase:
     def __init__(self, source_url: str, **settings: str) -> None:
         from tests.support.private_postgres import PrivateCluster
 
-        self.cluster = PrivateCluster().init()
-        if settings:
-            with open(self.cluster.data / "postgresql.conf", "a") as conf:
-                conf.writelines(f"{key} = {value}\n" for key, value in settings.items())
+        self.cluster = PrivateCluster().init().configure(**settings)
         self.cluster.start()
         self.url = self.cluster.create_database("relay")
         copy_schema(source_url, self.url)

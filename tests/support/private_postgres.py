@@ -65,6 +65,12 @@ class PrivateCluster:
             )
         return self
 
+    def configure(self, **settings: str) -> PrivateCluster:
+        """Append server settings (`autovacuum="on"`, ...) to postgresql.conf; takes effect at the next start."""
+        with open(self.data / "postgresql.conf", "a") as conf:
+            conf.writelines(f"{key} = {value}\n" for key, value in settings.items())
+        return self
+
     def start(self) -> float:
         """Start the server; returns the moment (time.time()) it accepts connections."""
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60", "start")
