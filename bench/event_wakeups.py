@@ -32,30 +32,12 @@ import sys
 import time
 from datetime import timedelta
 from pathlib import Path
-from urllib.parse import urlsplit
+
+# bench/ is sys.path[0] when a script here runs; mypy sees the tree from the root, so it cannot resolve it
+from workflow_throughput import drop_database, recreate_database  # type: ignore[import-not-found]
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/relay_bench_events"
-
-
-def recreate_database(url: str) -> None:
-    import psycopg
-
-    parts = urlsplit(url)
-    name = parts.path.lstrip("/")
-    admin = parts._replace(path="/postgres").geturl()
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-
-def drop_database(url: str) -> None:
-    import psycopg
-
-    parts = urlsplit(url)
-    admin = parts._replace(path="/postgres").geturl()
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{parts.path.lstrip("/")}" WITH (FORCE)')
 
 
 def percentile(values: list[float], share: float) -> float:
