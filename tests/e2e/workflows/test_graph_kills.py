@@ -57,14 +57,21 @@ def completed() -> int:
     return WorkflowExecution.objects.filter(status="completed").count()
 
 
-def kill_mid_job(worker) -> None:
-    """kill -9 once the worker holds a claimed job, so the kill hits work in flight however loaded the box is."""
-    wait_until(
-        lambda: Job.objects.filter(status="running", worker_id__contains=f":{worker.pid}:").exists(),
-        60,
-        f"worker {worker.pid} to hold a job",
-    )
-    worker.kill()
+def kill_mid_job(*workers):
+    """kill -9 whichever of the workers first holds a claimed job, so the kill hits work in flight however the
+    workers share the runs (one may start late and never claim) and however loaded the box is."""
+    by_pid = {f":{worker.pid}:": worker for worker in workers}
+
+    def holder():
+        for worker_id in Job.objects.filter(status="running").values_list("worker_id", flat=True):
+            for mark, worker in by_pid.items():
+                if mark in worker_id:
+                    return worker
+        return None
+
+    victim = wait_until(holder, 60, "a worker to hold a job")
+    victim.kill()
+    return victim
 
 
 def test_kill_9_during_branches_and_every_run_continues_on_the_same_path(start_worker):
@@ -72,13 +79,13 @@ def test_kill_9_during_branches_and_every_run_continues_on_the_same_path(start_w
     contacts = [ContactFactory(account=account, tags=["vip"] if i % 2 else []) for i in range(RUNS)]
     vip = {c.pk: bool(c.tags) for c in contacts}
     workflow = make_workflow(account, STEPS)
-    first, second = start_worker(**ENV), start_worker(**ENV)
+    workers = [start_worker(**ENV), start_worker(**ENV)]
     start_runs(workflow_id=workflow.pk, contact_ids=[c.pk for c in contacts])
 
-    kill_mid_job(first)
-    start_worker(**ENV)
+    workers.remove(kill_mid_job(*workers))
+    workers.append(start_worker(**ENV))
     wait_until(lambda: completed() >= RUNS // 3, 60, "a third of the runs to complete")
-    kill_mid_job(second)
+    kill_mid_job(*workers)
     killed_at = time.monotonic()
     start_worker(**ENV)
     wait_until(lambda: completed() == RUNS, 120, "every run to complete")
