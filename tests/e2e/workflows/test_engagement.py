@@ -11,7 +11,7 @@ import requests
 from contacts.application.services import contact_add_tag
 from tests.factories import AccountFactory, ContactFactory
 from tests.integration.integrations.servers import SmtpServer
-from tests.integration.workflows.support import make_workflow
+from tests.integration.workflows.support import click_flow, make_workflow
 from tests.support.processes import wait_until
 from workflows.application.runs.starting import start_run
 from workflows.application.workflows import WorkflowService
@@ -28,47 +28,6 @@ def path_of(run) -> list[str]:
 
 TIMEOUT = 40
 SALE = "https://shop.example/sale?x=1&y=2"
-
-
-def click_flow(wait_seconds: int) -> list[dict]:
-    return [
-        {
-            "key": "welcome",
-            "action_type": "send_email",
-            "config": {
-                "subject": "Spring sale",
-                "text": "Hello, the sale: https://shop.example/sale?x=1&y=2",
-                "html": '<html><body><a href="https://shop.example/sale?x=1&amp;y=2">the sale</a></body></html>',
-            },
-        },
-        {
-            "key": "wait_click",
-            "action_type": "wait_for_event",
-            "config": {
-                "event": "email.clicked",
-                "match": {"step": "welcome"},
-                "timeout": wait_seconds,
-                "on_timeout": "decide",
-            },
-            "next": "decide",
-        },
-        {
-            "key": "decide",
-            "action_type": "branch",
-            "config": {
-                "branches": [
-                    {
-                        "name": "Clicked",
-                        "conditions": [{"field": "steps.welcome.clicked", "op": "equals", "value": True}],
-                        "next": "tag_engaged",
-                    }
-                ],
-                "default": "reminder",
-            },
-        },
-        {"key": "tag_engaged", "action_type": "add_tag", "config": {"tag": "engaged"}, "next": "$end"},
-        {"key": "reminder", "action_type": "send_email", "config": {"subject": "Reminder", "text": "Still on."}},
-    ]
 
 
 @pytest.fixture
@@ -114,7 +73,7 @@ def decisions(run) -> list[str]:
 
 
 def test_a_real_click_wakes_the_wait_and_the_branch_tags_the_contact_engaged(workers, smtp_server, contact):
-    run = run_of(make_workflow(contact.account, click_flow(wait_seconds=120)), contact)
+    run = run_of(make_workflow(contact.account, click_flow(120)), contact)
     wait_until(lambda: smtp_server.messages, TIMEOUT, "the email")
     wait_until(
         lambda: WorkflowExecution.objects.filter(pk=run.pk, status="waiting").exists(), TIMEOUT, "the run to wait"
@@ -132,7 +91,7 @@ def test_a_real_click_wakes_the_wait_and_the_branch_tags_the_contact_engaged(wor
 
 
 def test_without_a_click_the_wait_times_out_and_the_reminder_goes(workers, smtp_server, contact):
-    run = run_of(make_workflow(contact.account, click_flow(wait_seconds=2)), contact)
+    run = run_of(make_workflow(contact.account, click_flow(2)), contact)
     run = finished(run)
     assert path_of(run) == ["welcome", "wait_click", "decide", "reminder"]
     assert decisions(run) == ["timeout", "branch"]

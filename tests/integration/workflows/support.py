@@ -154,3 +154,48 @@ class WebhookServer:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+SALE_EMAIL_STEP = {  # one tracked link, one mailto link (never tracked)
+    "action_type": "send_email",
+    "config": {
+        "subject": "Spring sale",
+        "text": "Hello {{ contact.first_name }}, the sale: https://shop.example/sale?x=1&y=2.",
+        "html": '<html><body><p>Hello, <a href="https://shop.example/sale?x=1&amp;y=2">the sale</a>'
+        ' and <a href="mailto:help@shop.example">help</a></p></body></html>',
+    },
+}
+
+
+def click_flow(timeout: float) -> list[dict]:
+    """Email, wait up to `timeout` s for a click on it, then branch: tag `engaged`, or send a reminder."""
+    return [
+        {"key": "welcome", **SALE_EMAIL_STEP},
+        {
+            "key": "wait_click",
+            "action_type": "wait_for_event",
+            "config": {
+                "event": "email.clicked",
+                "match": {"step": "welcome"},
+                "timeout": timeout,
+                "on_timeout": "decide",
+            },
+            "next": "decide",
+        },
+        {
+            "key": "decide",
+            "action_type": "branch",
+            "config": {
+                "branches": [
+                    {
+                        "name": "Clicked",
+                        "conditions": [{"field": "steps.welcome.clicked", "op": "equals", "value": True}],
+                        "next": "tag_engaged",
+                    }
+                ],
+                "default": "reminder",
+            },
+        },
+        {"key": "tag_engaged", "action_type": "add_tag", "config": {"tag": "engaged"}, "next": "$end"},
+        {"key": "reminder", "action_type": "send_email", "config": {"subject": "Reminder", "text": "Still on: sale."}},
+    ]

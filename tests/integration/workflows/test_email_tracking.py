@@ -10,7 +10,7 @@ import requests
 from accounts.models import Account
 from contacts.models import Event
 from tests.integration.integrations.fixtures import smtp_server  # noqa: F401 - a fixture, found by name
-from tests.integration.workflows.support import make_workflow, run_due_jobs
+from tests.integration.workflows.support import SALE_EMAIL_STEP, click_flow, make_workflow, run_due_jobs
 from workflows.application.runs.starting import start_run
 from workflows.domain.execution import run_path
 from workflows.infrastructure.models import ExecutionLog, Workflow, WorkflowExecution
@@ -24,15 +24,7 @@ def path_of(run) -> list[str]:
 
 
 SALE = "https://shop.example/sale?x=1&y=2"
-EMAIL_STEP = {
-    "action_type": "send_email",
-    "config": {
-        "subject": "Spring sale",
-        "text": "Hello {{ contact.first_name }}, the sale: https://shop.example/sale?x=1&y=2.",
-        "html": '<html><body><p>Hello, <a href="https://shop.example/sale?x=1&amp;y=2">the sale</a>'
-        ' and <a href="mailto:help@shop.example">help</a></p></body></html>',
-    },
-}
+EMAIL_STEP = SALE_EMAIL_STEP
 
 
 @pytest.fixture
@@ -180,31 +172,7 @@ def test_what_a_runs_emails_came_to_by_step(account, contact, mail):
     }
 
 
-CLICK_FLOW = [
-    {"key": "welcome", **EMAIL_STEP},
-    {
-        "key": "wait_click",
-        "action_type": "wait_for_event",
-        "config": {"event": "email.clicked", "match": {"step": "welcome"}, "timeout": 3600, "on_timeout": "decide"},
-        "next": "decide",
-    },
-    {
-        "key": "decide",
-        "action_type": "branch",
-        "config": {
-            "branches": [
-                {
-                    "name": "Clicked",
-                    "conditions": [{"field": "steps.welcome.clicked", "op": "equals", "value": True}],
-                    "next": "tag_engaged",
-                }
-            ],
-            "default": "reminder",
-        },
-    },
-    {"key": "tag_engaged", "action_type": "add_tag", "config": {"tag": "engaged"}, "next": "$end"},
-    {"key": "reminder", "action_type": "send_email", "config": {"subject": "Reminder", "text": "Still on: sale."}},
-]
+CLICK_FLOW = click_flow(3600)
 
 
 def test_a_click_on_the_tracked_link_wakes_the_wait_and_the_branch_sees_it(account, contact, mail):
