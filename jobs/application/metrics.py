@@ -301,13 +301,17 @@ def dead_letter_count(*, using: str = "default", account_ids: frozenset[int] | N
 
 def running_jobs_by_account(*, using: str = "default", account_ids: frozenset[int] | None = None) -> list[AccountLoad]:
     """Jobs running now against max_concurrent_jobs, for every account with a job running (by slug)."""
-    rows = (
+    rows = (  # status alone, so job_running serves it (account IS NOT NULL would let job_account_newest)
         _jobs(using, account_ids)
-        .filter(status=JobStatus.RUNNING, account__isnull=False)
+        .filter(status=JobStatus.RUNNING)
         .values("account_id", "account__slug", "account__max_concurrent_jobs")
         .annotate(n=Count("id"))
     )
-    loads = (AccountLoad(r["account_id"], r["account__slug"], r["n"], r["account__max_concurrent_jobs"]) for r in rows)
+    loads = (
+        AccountLoad(r["account_id"], r["account__slug"], r["n"], r["account__max_concurrent_jobs"])
+        for r in rows
+        if r["account_id"] is not None
+    )
     return sorted(loads, key=lambda load: load.slug)
 
 

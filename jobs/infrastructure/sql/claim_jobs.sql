@@ -43,8 +43,10 @@ BEGIN
         v_round := v_round + 1;
         v_wanted := v_left;
         WITH running AS (  -- the partial index job_running: as many rows as jobs running
+            -- No "account_id IS NOT NULL" here (the join below drops jobs of no account): it would let this
+            -- generic plan, made once per connection, read job_account_newest, every account job ever kept.
             SELECT r.account_id, count(*) AS n FROM jobs_job r
-            WHERE r.status = 'running' AND r.account_id IS NOT NULL
+            WHERE r.status = 'running'
             GROUP BY r.account_id
         ),
         room AS (
