@@ -33,6 +33,7 @@ class AccountJobView(AccountView):
 
     read_permission = Permission.VIEW_JOBS
     domain_errors = JOB_ERRORS
+    ordering = ("-id",)  # newest first: job ids are uuid7, made at enqueue (no index on created_at)
 
 
 class AccountJobListView(AccountJobView):
@@ -52,6 +53,7 @@ class AccountJobDetailView(AccountJobView):
 
 class OperatorJobView(OperatorView):
     domain_errors = JOB_ERRORS
+    ordering = ("-id",)  # newest first, as above
 
     def account_filter(self, ref: str | None) -> int | None:
         if ref is None:

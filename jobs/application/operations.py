@@ -15,6 +15,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from jobs.application.metrics import dead_letter_count, due_summary, running_jobs_by_account
+from jobs.domain.ids import uuid7_floor
 from jobs.domain.states import (
     ATTEMPTS_EXHAUSTED,
     CANCELLABLE,
@@ -159,8 +160,9 @@ def job_list(
     queue: str | None = None,
     handler: str | None = None,
 ) -> QuerySet[Job]:
-    """Newest first. Filters are exact; unknown statuses are the caller's to refuse."""
-    query = Job.objects.all().order_by("-created_at", "-id")
+    """Newest first (by id: uuid7, made at enqueue; the primary key or (account, id) serves it). Filters are
+    exact; unknown statuses are the caller's to refuse."""
+    query = Job.objects.all().order_by("-id")
     if account_id is not None:
         query = query.filter(account_id=account_id)
     if status:
@@ -177,11 +179,13 @@ def job_purge(*, retention_days: float | None, dead_letter_retention_days: float
 
     Completed jobs go `retention_days` after they completed, cancelled ones after they were cancelled;
     dead letters (dead, failed) `dead_letter_retention_days` after they gave up, and never when that is
-    unset, 0 or less (0 means "off", not "delete at once"). created_at narrows the scan by index: a job
-    cannot finish before it was created. Each chunk starts where the last one ended (oldest first, by
-    created_at): re-reading from the start would walk every row deleted so far, which only VACUUM removes
-    from the index, and make a purge of millions of rows quadratic. Each chunk is its own short
-    transaction, so the claim never waits for a purge.
+    unset, 0 or less (0 means "off", not "delete at once"). The id narrows the scan to a range of the
+    primary key: a job cannot finish before it was enqueued, and its id (uuid7) holds that moment
+    (`uuid7_floor`); a host whose clock ran ahead made ids that look younger, so their jobs go late (by
+    that skew), never early. Each chunk starts where the last one ended (oldest first, by id): re-reading
+    from the start would walk every row deleted so far, which only VACUUM removes from the index, and make
+    a purge of millions of rows quadratic. Each chunk is its own short transaction, so the claim never
+    waits for a purge.
     """
     now = timezone.now()
     rules: list[tuple[datetime, Q]] = []
@@ -194,17 +198,16 @@ def job_purge(*, retention_days: float | None, dead_letter_retention_days: float
         rules.append((cutoff, Q(status__in=sorted(DEAD_LETTERS), failed_at__lt=cutoff)))
     deleted = 0
     for cutoff, finished_before in rules:
-        since = None
+        after = None
         while True:
-            batch = Job.objects.filter(finished_before, created_at__lt=cutoff)
-            if since is not None:
-                # >=: rows sharing the last chunk's newest time that the chunk's limit left out are still here
-                batch = batch.filter(created_at__gte=since)
-            rows = list(batch.order_by("created_at").values_list("created_at", "pk")[:chunk])
-            if not rows:
+            batch = Job.objects.filter(finished_before, pk__lt=uuid7_floor(cutoff))
+            if after is not None:
+                batch = batch.filter(pk__gt=after)
+            ids = list(batch.order_by("pk").values_list("pk", flat=True)[:chunk])
+            if not ids:
                 break
-            deleted += Job.objects.filter(finished_before, pk__in=[pk for _, pk in rows]).delete()[0]
-            since = rows[-1][0]
+            deleted += Job.objects.filter(finished_before, pk__in=ids).delete()[0]
+            after = ids[-1]
     return deleted
 
 
@@ -283,7 +286,7 @@ def jobs_carrying(*, payload_key: str, value: str, account_id: int | None = None
 
     The queue does not know what a payload means; its callers do (the workflow engine: a run's id).
     """
-    query = Job.objects.filter(**{f"payload__{payload_key}": value}).order_by("-created_at", "-id")
+    query = Job.objects.filter(**{f"payload__{payload_key}": value}).order_by("-id")
     if account_id is not None:
         query = query.filter(account_id=account_id)
     return list(query[:limit])

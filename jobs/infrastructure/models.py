@@ -56,7 +56,9 @@ class Job(models.Model):
 
     class Meta:
         app_label = "jobs"
-        ordering = ["-created_at"]
+        # Newest first by id: ids are uuid7, made at enqueue, so the primary key read backwards is creation
+        # order (to the millisecond) and no index on created_at is needed (jobs.domain.ids).
+        ordering = ["-id"]
         indexes = [
             # The claim, lane by lane (Lane): due rows only, each lane's in the order the claim takes them.
             # Finished rows are not in it, however many there are; an account's backlog is one range of it
@@ -72,8 +74,11 @@ class Job(models.Model):
             ),
             # Running rows: per-account concurrency counts and lease rescue.
             models.Index(fields=["account"], condition=Q(status=JobStatus.RUNNING), name="job_running"),
-            models.Index(fields=["account", "-created_at"], name="job_account_created"),
-            models.Index(fields=["-created_at"], name="job_created"),
+            # An account's jobs, newest first (the API, the admin's scoped lists). Every index gets a new entry
+            # at each claim and each completion (status is in other indexes' predicates, so the updates are
+            # never HOT), hence the fewest indexes the reads need: the primary key serves the newest-first
+            # lists across accounts and time bounds (uuid7), and jobs of no account (system jobs) skip this one.
+            models.Index(fields=["account", "id"], condition=Q(account__isnull=False), name="job_account_newest"),
             # The expiry sweep: waiting jobs that have a deadline (few), in deadline order.
             models.Index(fields=["expires_at"], condition=_DUE & Q(expires_at__isnull=False), name="job_due_expiry"),
         ]

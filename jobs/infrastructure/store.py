@@ -315,13 +315,19 @@ class PostgresJobStore(JobStore):
         SELECT true, id FROM done UNION ALL SELECT false, id FROM ins
     """
 
+    # A batch's completions. No join: each row finds its attempt and times by its position in the id array.
+    # A join with unnest(...) was planned (generic plan, statistics taken with few jobs running) as a nested
+    # loop that re-read the whole unnest once per row: 100 x 100 rows, 3.8 of the statement's 5 ms for a
+    # batch of 100 (issue 15). array_position is linear, but over one batch (JOB_BATCH_SIZE) that is cheap.
     COMPLETE = """
         UPDATE jobs_job j
-        SET status = 'completed', started_at = to_timestamp(done.started),
-            completed_at = to_timestamp(done.finished), lease_expires_at = NULL
-        FROM unnest(%s::uuid[], %s::int[], %s::float8[], %s::float8[]) AS done(id, attempt, started, finished)
-        WHERE j.id = done.id AND j.attempt_number = done.attempt
-          AND j.status = 'running' AND j.worker_id = %s
+        SET status = 'completed',
+            started_at = to_timestamp((%(started)s::float8[])[array_position(%(ids)s::uuid[], j.id)]),
+            completed_at = to_timestamp((%(finished)s::float8[])[array_position(%(ids)s::uuid[], j.id)]),
+            lease_expires_at = NULL
+        WHERE j.id = ANY(%(ids)s::uuid[])
+          AND j.attempt_number = (%(attempts)s::int[])[array_position(%(ids)s::uuid[], j.id)]
+          AND j.status = 'running' AND j.worker_id = %(worker)s
         RETURNING j.id
     """
 
@@ -493,13 +499,13 @@ class PostgresJobStore(JobStore):
             d = done[0]
             rows = self._rows(self.COMPLETE_ONE, [d.started, d.finished, d.id, d.attempt_number, worker_id])
             return {_uuid(row[0]) for row in rows}
-        params = [
-            [d.id for d in done],
-            [d.attempt_number for d in done],
-            [d.started for d in done],
-            [d.finished for d in done],
-            worker_id,
-        ]
+        params = {
+            "ids": [d.id for d in done],
+            "attempts": [d.attempt_number for d in done],
+            "started": [d.started for d in done],
+            "finished": [d.finished for d in done],
+            "worker": worker_id,
+        }
         return {_uuid(row[0]) for row in self._rows(self.COMPLETE, params)}
 
     def complete_and_insert(self, worker_id, done, jobs) -> tuple[bool, dict[UUID, UUID]]:

@@ -5,6 +5,7 @@ from datetime import timedelta
 
 import pytest
 
+from jobs.application.queue import JobSpec, enqueue, enqueue_many
 from jobs.domain.states import JobStatus
 from jobs.models import Job
 from tests.integration.api.conftest import assert_problem, client_for, error_fields
@@ -362,3 +363,18 @@ def test_an_expired_job_is_a_dead_letter_with_the_reason_expired_in_every_view(
     stats = operator_api.get("/api/v1/admin/jobs/stats").json()
     assert stats["dead"] == 2
     assert stats["dead_letters"] == {"expired": 1, "attempts_exhausted": 1, "permanent": 0}
+
+
+def test_account_jobs_list_in_the_order_they_were_enqueued_newest_first(owner_api, account):
+    # Many in the same millisecond, one by one and in bulk: the order is still the order of creation.
+    ids = [enqueue("noop", {"n": n}, account=account).pk for n in range(30)]
+    ids += enqueue_many(JobSpec("noop", {"n": n}, account=account) for n in range(30))
+    seen = []
+    url = "/api/v1/jobs?page_size=25"
+    while url:
+        body = owner_api.get(url).json()
+        seen += [row["id"] for row in body["results"]]
+        url = body["next"]
+    assert seen == [str(pk) for pk in reversed(ids)]
+    created = [Job.objects.get(pk=pk).created_at for pk in reversed(ids)]
+    assert created == sorted(created, reverse=True)

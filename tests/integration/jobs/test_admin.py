@@ -1,9 +1,13 @@
 """The jobs admin's actions, through the admin's own changelist POST (as a browser sends it)."""
 
+import datetime as dt
+
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from jobs.application.queue import enqueue
+from jobs.domain.ids import uuid7
 from jobs.domain.states import JobStatus
 from jobs.models import Job
 
@@ -51,3 +55,18 @@ def test_cancel_selected_jobs_cancels_pending_and_retrying_ones(client, superuse
     assert any(m.startswith(f"{running.pk}: cannot cancel") for m in messages), messages
     statuses = dict(Job.objects.values_list("pk", "status"))
     assert statuses == {pending.pk: "cancelled", retrying.pk: "cancelled", running.pk: "running"}
+
+
+def test_the_changelist_lists_newest_first_and_filters_by_age_on_the_primary_key(client, superuser):
+    client.force_login(superuser)
+    old = _job(JobStatus.COMPLETED)
+    back_then = uuid7(at=(timezone.now() - dt.timedelta(days=3)).timestamp())  # made three days ago
+    Job.objects.filter(pk=old.pk).update(id=back_then, created_at=timezone.now() - dt.timedelta(days=3))
+    first, second = _job(JobStatus.PENDING), _job(JobStatus.PENDING)
+    url = reverse("admin:jobs_job_changelist")
+    listed = [job.pk for job in client.get(url).context["cl"].result_list]
+    assert listed == [second.pk, first.pk, back_then]
+    recent = [job.pk for job in client.get(url, {"created": "24h"}).context["cl"].result_list]
+    assert recent == [second.pk, first.pk]
+    assert [job.pk for job in client.get(url, {"created": "older"}).context["cl"].result_list] == []
+    assert [job.pk for job in client.get(url, {"created": "7d"}).context["cl"].result_list] == listed

@@ -21,14 +21,17 @@ from jobs.application.operations import (
 )
 from jobs.application.queue import enqueue
 from jobs.application.schedules import fire_due_schedules, sync_schedules
+from jobs.domain.ids import uuid7
 from jobs.domain.states import IllegalJobTransition, JobStatus
 from jobs.models import Job, Schedule
 
 
 def _job(status: str, **fields) -> Job:
     job = enqueue("noop", {})
+    if "created_at" in fields:  # made back then: its id (uuid7) holds its creation time, as enqueue's do
+        fields["id"] = uuid7(at=fields["created_at"].timestamp())
     Job.objects.filter(pk=job.pk).update(status=status, **fields)
-    return Job.objects.get(pk=job.pk)
+    return Job.objects.get(pk=fields.get("id", job.pk))
 
 
 @pytest.mark.django_db

@@ -1,0 +1,46 @@
+"""What each job costs the database's indexes (issue 15, DDD_NOTES "What a job costs the database").
+
+A claim and a completion each write a new version of the job's row, never HOT (status is in the claim
+index's predicate), so every index whose predicate holds gets a new entry at each of them: an index on
+jobs_job is paid up to three times per job. These tests pin which indexes exist and which a job of no
+account touches, so that adding one is a decision, not an accident. bench/README.md counts the entries
+(`BENCH_CPU=1 bench/queue_throughput.py`, from the WAL).
+"""
+
+import pytest
+from django.db import connection
+
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
+
+
+def _indexes() -> dict[str, str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'jobs_job'")
+        return dict(cursor.fetchall())
+
+
+def test_the_jobs_table_has_the_indexes_its_reads_need_and_no_others():
+    """A job of no account is in three of them over its life (primary key, claim, running): five entries."""
+    assert set(_indexes()) == {
+        "jobs_job_pkey",  # by id; newest first (uuid7); time bounds (purge, the admin's age filter)
+        "job_lane_claim",  # the claim: due jobs only
+        "job_running",  # running jobs: per-account counts, lease rescue
+        "job_account_newest",  # an account's jobs, newest first (jobs of an account only)
+        "job_due_expiry",  # the expiry sweep: waiting jobs with a deadline only
+        "job_unique_key",  # unfinished jobs with a key only
+    }
+    assert "created_at" not in " ".join(_indexes().values())
+
+
+def test_an_accounts_list_and_the_newest_first_list_read_an_index_not_the_table():
+    with connection.cursor() as cursor:
+        # The table is empty here: ask whether an index gives the order, not what is cheapest on no rows.
+        cursor.execute("SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off")
+        cursor.execute("EXPLAIN SELECT id FROM jobs_job WHERE account_id = 7 ORDER BY id DESC LIMIT 50")
+        by_account = " ".join(row[0] for row in cursor.fetchall())
+        cursor.execute("EXPLAIN SELECT id FROM jobs_job ORDER BY id DESC LIMIT 50")
+        newest = " ".join(row[0] for row in cursor.fetchall())
+    assert "job_account_newest" in by_account
+    assert "Sort" not in by_account
+    assert "jobs_job_pkey" in newest
+    assert "Sort" not in newest
