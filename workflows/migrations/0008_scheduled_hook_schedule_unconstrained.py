@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0012_job_foreign_keys_unconstrained'),
+        ('jobs', '0013_job_foreign_keys_unconstrained'),
         ('workflows', '0007_event_waits_and_goals'),
     ]
 

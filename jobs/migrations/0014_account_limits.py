@@ -40,7 +40,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('accounts', '0006_account_track_email_engagement'),
-        ('jobs', '0012_job_foreign_keys_unconstrained'),
+        ('jobs', '0013_job_foreign_keys_unconstrained'),
     ]
 
     operations = [

@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('accounts', '0006_account_track_email_engagement'),
-        ('jobs', '0011_unique_key_index_only_keyed'),
+        ('jobs', '0012_job_indexes_for_less_work_per_job'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
