@@ -53,8 +53,10 @@ $(STAMP): requirements.txt $(PY)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	@touch $(STAMP)
 
+# Every configured database: `default`, and the queue's own when JOBS_DATABASE_URL is set (alias `jobs`).
 migrate: install
-	$(PY) manage.py migrate --noinput
+	@for db in $$($(PY) manage.py shell -v 0 -c "from django.conf import settings; print(*settings.DATABASES)"); do \
+		echo "migrate --database $$db"; $(PY) manage.py migrate --noinput --database "$$db" || exit 1; done
 
 demo: migrate
 	$(PY) manage.py bootstrap_demo

@@ -258,6 +258,9 @@ class Bench:
             Account(name=f"a{i}", slug=f"a{i}", max_concurrent_jobs=2) for i in range(n_accounts)
         )
         ids = list(Account.objects.values_list("pk", flat=True))
+        from jobs.application.limits import repair_limits
+
+        repair_limits()  # bulk_create sends no signal: give the queue its copy of the limits (as a worker would)
         # Account by account, so the first accounts' jobs are all older than the last ones'.
         enqueue_many(JobSpec("noop", {}, account=a) for a in ids for _ in range(per))
         self.sql("ANALYZE jobs_job")

@@ -75,6 +75,28 @@ TEMPLATES = [
 # The default is a SQLite file inside the project folder (not the working
 # directory), so `manage.py` finds the same database from anywhere.
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
+# The queue in its own PostgreSQL database (README "Scaling out"): JOBS_DATABASE_URL adds the alias `jobs`
+# and JOBS_DATABASE names it; the jobs app's tables live there (jobs.infrastructure.database.JobsRouter),
+# everything else stays in `default`. Unset, the queue shares `default` and enqueue joins its transactions.
+if env.str("JOBS_DATABASE_URL", default=""):
+    DATABASES["jobs"] = env.db("JOBS_DATABASE_URL")
+JOBS_DATABASE = "jobs" if "jobs" in DATABASES else "default"
+DATABASE_ROUTERS = ["jobs.infrastructure.database.JobsRouter"]
+
+
+def _configure_database(_db: dict) -> None:
+    """Connection options shared by every alias (the queue's database gets the same as `default`)."""
+    if _db["ENGINE"] != "django.db.backends.sqlite3":
+        _db.setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
+        _db["CONN_HEALTH_CHECKS"] = True
+        # Server-side parameter binding, and statements prepared on a connection after their second use:
+        # PostgreSQL then parses and plans the workflow engine's hot statements once per connection, not
+        # once per step. Behind PgBouncer in transaction mode (before 1.21, or without
+        # max_prepared_statements) set DATABASE_PREPARED_STATEMENTS=false.
+        if env.bool("DATABASE_PREPARED_STATEMENTS", default=True):
+            _db.setdefault("OPTIONS", {}).update({"server_side_binding": True, "prepare_threshold": 2})
+
+
 _db = DATABASES["default"]
 if _db["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets readers run beside the one writer; IMMEDIATE takes the write
@@ -88,15 +110,8 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
     )
     # Tests start real worker processes, which need a file, not :memory:.
     _db["TEST"] = {"NAME": str(BASE_DIR / "test_db.sqlite3")}
-else:
-    _db.setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
-    _db["CONN_HEALTH_CHECKS"] = True
-    # Server-side parameter binding, and statements prepared on a connection after their second use:
-    # PostgreSQL then parses and plans the workflow engine's hot statements once per connection, not
-    # once per step. Behind PgBouncer in transaction mode (before 1.21, or without
-    # max_prepared_statements) set DATABASE_PREPARED_STATEMENTS=false.
-    if env.bool("DATABASE_PREPARED_STATEMENTS", default=True):
-        _db.setdefault("OPTIONS", {}).update({"server_side_binding": True, "prepare_threshold": 2})
+for _alias in DATABASES:
+    _configure_database(DATABASES[_alias])
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

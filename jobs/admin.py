@@ -24,6 +24,7 @@ from jobs.domain.states import (
     dead_letter_reason,
 )
 from jobs.infrastructure.clock import database_now
+from jobs.infrastructure.database import is_split
 from jobs.infrastructure.models import Job, Schedule
 from kernel.failures import stored_error
 
@@ -103,9 +104,12 @@ class JobAdmin(AccountScopedAdmin):  # jobs of no account (system jobs) are the 
     # created_at (each index costs every claim and completion a write, issue 15), hence no date hierarchy.
     ordering = ("-id",)
     actions = ["retry_jobs", "cancel_jobs"]
-    list_select_related = ("account",)
+
     show_full_result_count = False
     account_roles = {"view": Permission.VIEW_JOBS}  # "operate" is not listed: the superusers' alone
+
+    def get_list_select_related(self, request):
+        return () if is_split() else ("account",)  # no join into another database
 
     def get_fields(self, request, obj=None):
         # The error as the stored-error rule shows it, whatever the row holds (written before a rule, or by SQL).

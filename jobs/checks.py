@@ -8,6 +8,8 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import Error, Warning, register
 
+from jobs.infrastructure.database import queue_database
+
 MAX_DEAD_LETTER_RETENTION_DAYS = 3650
 
 
@@ -21,6 +23,15 @@ def check_queue_settings(app_configs: Any = None, **kwargs: Any) -> list[Error]:
                 f"JOB_DEAD_LETTER_RETENTION_DAYS is {days:g}; the most allowed is {MAX_DEAD_LETTER_RETENTION_DAYS}"
                 " (ten years). Unset it, or set 0, to keep dead letters forever.",
                 id="jobs.E001",
+            )
+        )
+    alias = queue_database()
+    if alias not in settings.DATABASES:
+        problems.append(
+            Error(
+                f"JOBS_DATABASE is {alias!r}, which is not a database in DATABASES"
+                f" ({', '.join(sorted(settings.DATABASES))}); set JOBS_DATABASE_URL or remove JOBS_DATABASE.",
+                id="jobs.E004",
             )
         )
     if float(settings.JOB_METRICS_INTERVAL) < 0:
@@ -42,8 +53,9 @@ QUEUE_TABLES = ("jobs_job", "jobs_lane")
 MAX_VACUUM_SCALE_FACTOR = 0.05
 
 
-def autovacuum_problems(using: str = "default") -> list[Warning]:
+def autovacuum_problems(using: str | None = None) -> list[Warning]:
     """What is unsafe in the queue database's autovacuum settings (PostgreSQL; none elsewhere or unreachable)."""
+    using = using or queue_database()
     from django.db import DatabaseError, connections
 
     connection = connections[using]

@@ -31,7 +31,6 @@ import json
 from typing import Any
 from uuid import UUID
 
-from django.db import transaction
 from django.tasks import TaskContext, TaskResult, TaskResultStatus
 from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.base import TaskError
@@ -46,6 +45,7 @@ from jobs.application.payloads import InvalidPayload, require
 from jobs.application.queue import enqueue
 from jobs.application.registry import job_handler
 from jobs.domain.states import JobCancelled, JobStatus, LeaseExpired
+from jobs.infrastructure.database import queue_atomic
 from jobs.infrastructure.models import Job
 from kernel.failures import JobError, PermanentError, classify, format_error, stored_error
 
@@ -207,7 +207,7 @@ def run_django_task(payload: dict[str, Any], job: JobContext) -> None:
             row.failed_at = timezone.now()
             task_finished.send(RelayTaskBackend, task_result=task_result(task, row, alias))
         raise
-    with transaction.atomic():
+    with queue_atomic():
         Job.objects.filter(pk=job.id).update(result=kept)
         job.mark_completed()
     row = Job.objects.get(pk=job.id)

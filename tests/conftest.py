@@ -1,10 +1,15 @@
 """Shared fixtures. Tests marked `postgres` are skipped on SQLite; CI fails if they are skipped on PostgreSQL."""
 
+import django.test
 import pytest
 from django.conf import settings
 
 import tests.support.handlers  # noqa: F401 - registers the test handlers in this process
 from tests.factories import AccountFactory, ContactFactory, MembershipFactory, UserFactory
+
+# Every test may use every configured database: with JOBS_DATABASE_URL set the queue has one of its own
+# (alias `jobs`), and tests of the queue, the engine and the API touch both. One database: the same as before.
+django.test.TransactionTestCase.databases = "__all__"
 
 
 def _on_postgres() -> bool:

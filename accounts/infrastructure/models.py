@@ -9,6 +9,7 @@ from django.core.validators import MinValueValidator, validate_email
 from django.db import models
 
 from accounts.domain.roles import Role
+from jobs.domain.limits import DEFAULT_ACCOUNT_JOB_LIMIT
 
 
 def validate_from_email(value: str) -> None:
@@ -41,7 +42,9 @@ class Account(models.Model):
     # Runs QUEUED or ACTIVE at once; the next start raises ConcurrentExecutionLimitError.
     max_concurrent_executions = models.PositiveIntegerField(default=100)
     # Jobs running at once across all workers; the claim skips the account beyond it.
-    max_concurrent_jobs = models.PositiveIntegerField(default=10, validators=[MinValueValidator(1)])
+    max_concurrent_jobs = models.PositiveIntegerField(
+        default=DEFAULT_ACCOUNT_JOB_LIMIT, validators=[MinValueValidator(1)]
+    )
     # The From of this account's email; blank: DEFAULT_FROM_EMAIL.
     from_email = models.CharField(
         max_length=254,

@@ -18,6 +18,7 @@ from api.views import AccountView, OperatorView
 from jobs.api.serializers import JobOut, JobStatsOut, OperatorJobOut
 from jobs.application.operations import JobConflict, JobNotFound, job_cancel, job_get, job_list, job_retry, job_stats
 from jobs.domain.states import IllegalJobTransition, JobStatus
+from jobs.infrastructure.database import with_account
 
 JOB_ERRORS = {
     JobNotFound: lambda e: NotFound(),
@@ -108,7 +109,8 @@ class OperatorJobListView(OperatorJobView):
             status=filters.get("status"),
             queue=filters.get("queue"),
             handler=filters.get("handler"),
-        ).select_related("account")
+        )
+        jobs = with_account(jobs)
         return self.paginated(jobs, OperatorJobOut)
 
 

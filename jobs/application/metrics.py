@@ -38,6 +38,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from jobs.domain.states import DEAD_LETTERS, DUE_STATES, JobStatus
 from jobs.infrastructure import metrics as store
 from jobs.infrastructure.clock import database_now
+from jobs.infrastructure.database import queue_database
 from jobs.infrastructure.models import Job
 from kernel.failures import format_error
 
@@ -164,8 +165,9 @@ count = recorder.count
 observe_pickup = recorder.observe_pickup
 
 
-def flush(using: str = "default") -> None:
+def flush(using: str | None = None) -> None:
     """Add what this process counted to the stored counters (kept for the next flush if the database fails)."""
+    using = using or queue_database()
     counts = recorder.take()
     if not counts:
         return
@@ -176,7 +178,8 @@ def flush(using: str = "default") -> None:
         raise
 
 
-def flush_if_due(using: str = "default", every: float = FLUSH_SECONDS) -> None:
+def flush_if_due(using: str | None = None, every: float = FLUSH_SECONDS) -> None:
+    using = using or queue_database()
     if recorder.due(every):
         flush(using)
 
@@ -197,7 +200,7 @@ def flush_after_request(**kwargs) -> None:
 _last_try: float | None = None  # when this process last asked for the refresh (monotonic)
 
 
-def refresh_gauges(*, interval: float, worker_id: str, using: str = "default") -> bool:
+def refresh_gauges(*, interval: float, worker_id: str, using: str | None = None) -> bool:
     """Compute every gauge if this worker takes the refresh due now (one per interval across all workers).
 
     One transaction (statement_timeout COUNT_TIMEOUT_SECONDS on PostgreSQL), the database's now read once,
@@ -205,6 +208,7 @@ def refresh_gauges(*, interval: float, worker_id: str, using: str = "default") -
     nothing and its gauge keeps its last numbers; the others are published. `interval` 0 or less: counts
     are off. Returns whether this worker refreshed.
     """
+    using = using or queue_database()
     global _last_try
     if interval <= 0:
         return False
@@ -282,9 +286,10 @@ def _jobs(using: str, account_ids: frozenset[int] | None) -> QuerySet[Job]:
 
 
 def due_summary(
-    *, now: datetime, using: str = "default", account_ids: frozenset[int] | None = None
+    *, now: datetime, using: str | None = None, account_ids: frozenset[int] | None = None
 ) -> tuple[int, float]:
     """(jobs a worker could claim now, seconds the oldest of them has waited past its due time; 0 if none)."""
+    using = using or queue_database()
     row = (
         _jobs(using, account_ids)
         .filter(status__in=sorted(DUE_STATES), run_at__lte=now)
@@ -294,23 +299,31 @@ def due_summary(
     return row["n"], max(0.0, (now - oldest).total_seconds()) if oldest is not None else 0.0
 
 
-def dead_letter_count(*, using: str = "default", account_ids: frozenset[int] | None = None) -> int:
+def dead_letter_count(*, using: str | None = None, account_ids: frozenset[int] | None = None) -> int:
     """Dead and failed jobs still stored."""
+    using = using or queue_database()
     return _jobs(using, account_ids).filter(status__in=sorted(DEAD_LETTERS)).count()
 
 
-def running_jobs_by_account(*, using: str = "default", account_ids: frozenset[int] | None = None) -> list[AccountLoad]:
+def running_jobs_by_account(
+    *, using: str | None = None, account_ids: frozenset[int] | None = None
+) -> list[AccountLoad]:
     """Jobs running now against max_concurrent_jobs, for every account with a job running (by slug)."""
-    rows = (  # status alone, so job_running serves it (account IS NOT NULL would let job_account_newest)
+    using = using or queue_database()
+    running = dict(
         _jobs(using, account_ids)
-        .filter(status=JobStatus.RUNNING)
-        .values("account_id", "account__slug", "account__max_concurrent_jobs")
+        .filter(status=JobStatus.RUNNING)  # status alone: job_running serves it, never job_account_newest
+        .values_list("account_id")
         .annotate(n=Count("id"))
     )
+    running.pop(None, None)  # jobs of no account
+    if not running:
+        return []
+    # The accounts are read apart (they may live in another database than the queue's), by primary key.
+    accounts = Job._meta.get_field("account").related_model._default_manager.filter(pk__in=list(running))
     loads = (
-        AccountLoad(r["account_id"], r["account__slug"], r["n"], r["account__max_concurrent_jobs"])
-        for r in rows
-        if r["account_id"] is not None
+        AccountLoad(pk, slug, running[pk], limit)
+        for pk, slug, limit in accounts.values_list("pk", "slug", "max_concurrent_jobs")
     )
     return sorted(loads, key=lambda load: load.slug)
 
@@ -364,7 +377,8 @@ register_gauge(
 class StoredMetrics:
     """A prometheus-client collector over the stored numbers."""
 
-    def __init__(self, using: str = "default", *, gauges_on: bool = True) -> None:
+    def __init__(self, using: str | None = None, *, gauges_on: bool = True) -> None:
+        using = using or queue_database()
         self.using = using
         self.gauges_on = gauges_on
 
@@ -412,8 +426,9 @@ def _histogram(counted: dict[str, list[tuple[dict[str, str], float]]]) -> Histog
     )
 
 
-def render(*, using: str = "default", gauges_on: bool = True) -> bytes:
+def render(*, using: str | None = None, gauges_on: bool = True) -> bytes:
     """The Prometheus text exposition of every stored metric (reads only; computes no count)."""
+    using = using or queue_database()
     registry = CollectorRegistry(auto_describe=False)
     registry.register(StoredMetrics(using, gauges_on=gauges_on))
     return generate_latest(registry)

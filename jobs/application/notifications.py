@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from django.db import connections
+from django.db import DEFAULT_DB_ALIAS, connections
 
 Callback = Callable[[str | None], None]
 
@@ -55,8 +55,12 @@ def listening() -> bool:
     return _listening.is_set()
 
 
-def notify(channel: str, payload: str, *, using: str = "default") -> None:
-    """Send on commit of the caller's transaction (PostgreSQL); SQLite has no notifications."""
+def notify(channel: str, payload: str, *, using: str = DEFAULT_DB_ALIAS) -> None:
+    """Send on commit of the caller's transaction (PostgreSQL); SQLite has no notifications.
+
+    On `default`, not the queue's database: the apps' changes (and so their transactions) live there, and
+    the worker listens to these channels on `default` when the queue has a database of its own.
+    """
     connection = connections[using]
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError
 from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Q, QuerySet
 from django.db.models.functions import Now
 from django.utils import timezone
@@ -29,6 +29,7 @@ from jobs.domain.states import (
     check_manual_retry,
     failure_rate,
 )
+from jobs.infrastructure.database import in_queue_transaction, queue_atomic, with_account
 from jobs.infrastructure.models import Job
 from jobs.infrastructure.store import get_store
 
@@ -64,10 +65,10 @@ def _locked(job_id: UUID | str, account_id: int | None) -> Job:
 
 def job_get(*, job_id: UUID | str, account_id: int | None = None) -> Job:
     """One job; with `account_id`, another account's job is not found, exactly as a missing one."""
-    return _one(Job.objects.select_related("account"), job_id, account_id)
+    return _one(with_account(Job.objects.all()), job_id, account_id)
 
 
-@transaction.atomic
+@in_queue_transaction
 def job_retry(*, job_id: UUID | str, account_id: int | None = None) -> Job:
     """Dead, failed or retrying -> pending now, attempts reset to 0, any deadline dropped.
 
@@ -81,7 +82,7 @@ def job_retry(*, job_id: UUID | str, account_id: int | None = None) -> Job:
     job.lease_expires_at = None
     job.expires_at = None
     try:
-        with transaction.atomic():
+        with queue_atomic():
             job.save(update_fields=["status", "attempt_number", "run_at", "lease_expires_at", "expires_at"])
     except IntegrityError:
         raise JobConflict(f"another unfinished job already holds unique key {job.unique_key!r}") from None
@@ -89,7 +90,7 @@ def job_retry(*, job_id: UUID | str, account_id: int | None = None) -> Job:
     return job
 
 
-@transaction.atomic
+@in_queue_transaction
 def job_cancel(*, job_id: UUID | str, account_id: int | None = None) -> Job:
     """Pending or retrying -> cancelled. A running job cannot be cancelled here."""
     job = _locked(job_id, account_id)
@@ -345,7 +346,7 @@ def job_bulk_cancel(*, dry_run: bool = False, batch_size: int = BULK_BATCH, **fi
         if dry_run:
             changed += len(allowed)
             continue
-        with transaction.atomic():
+        with queue_atomic():
             changed += Job.objects.filter(pk__in=allowed, status__in=sorted(CANCELLABLE)).update(
                 status=JobStatus.CANCELLED, cancelled_at=Now()
             )
@@ -374,13 +375,13 @@ def job_bulk_retry(*, dry_run: bool = False, batch_size: int = BULK_BATCH, **fil
         }
         eligible = Job.objects.filter(pk__in=allowed, status__in=sorted(MANUALLY_RETRYABLE))
         try:
-            with transaction.atomic():
+            with queue_atomic():
                 queues.update(eligible.values_list("queue", flat=True))
                 changed += eligible.update(**retry)
         except IntegrityError:  # a unique key held by another unfinished job: one by one, to find which
             for pk in allowed:
                 try:
-                    with transaction.atomic():
+                    with queue_atomic():
                         one = Job.objects.filter(pk=pk, status__in=sorted(MANUALLY_RETRYABLE))
                         queues.update(one.values_list("queue", flat=True))
                         changed += one.update(**retry)

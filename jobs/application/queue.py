@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from jobs.application.registry import get_handler, get_payload_check
 from jobs.domain.ids import uuid7
+from jobs.infrastructure.database import queue_database
 from jobs.infrastructure.models import Job
 from jobs.infrastructure.store import NewJob, get_store
 
@@ -66,13 +67,14 @@ def enqueue(
     created_by: Any = None,
     expires_at: datetime | None = None,
     expires_in: timedelta | float | None = None,
-    using: str = "default",
+    using: str | None = None,
 ) -> Job:
     """Queue one job and return it; with a `unique_key` an unfinished job already holds, return that job.
 
     `expires_at` (or `expires_in`, seconds or a timedelta from now) is a deadline: a job not started by then
     is dead-lettered with the reason "expired" and never runs.
     """
+    using = using or queue_database()
     spec = JobSpec(
         handler=handler,
         payload=payload if payload is not None else {},
@@ -93,8 +95,9 @@ def enqueue(
     return _unsaved_view(new, using)
 
 
-def enqueue_many(specs: Iterable[JobSpec], *, using: str = "default", chunk_size: int = 5000) -> list[UUID]:
+def enqueue_many(specs: Iterable[JobSpec], *, using: str | None = None, chunk_size: int = 5000) -> list[UUID]:
     """Queue many jobs in few statements; returns each job's id in order (the holder's id for a taken key)."""
+    using = using or queue_database()
     rows = [prepare_job(spec) for spec in specs]
     store = get_store(using)
     ids: list[UUID] = []

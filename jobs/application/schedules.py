@@ -33,6 +33,7 @@ from jobs.domain.schedule import (
     validate_time_zone,
 )
 from jobs.infrastructure.clock import database_now
+from jobs.infrastructure.database import queue_database
 from jobs.infrastructure.models import Schedule
 from kernel.failures import format_error
 
@@ -70,8 +71,9 @@ def configured_schedules() -> dict[str, dict[str, Any]]:
     return {**BUILTIN_SCHEDULES, **getattr(settings, "JOB_SCHEDULES", {})}
 
 
-def sync_schedules(using: str = "default") -> None:
+def sync_schedules(using: str | None = None) -> None:
     """Create or update the schedules named in settings; schedules made in the admin are left alone."""
+    using = using or queue_database()
     now = database_now(using)
     for name, spec in configured_schedules().items():
         problems = schedule_problems(
@@ -105,8 +107,9 @@ def sync_schedules(using: str = "default") -> None:
             schedule.save(using=using)
 
 
-def fire_due_schedules(using: str = "default") -> int:
+def fire_due_schedules(using: str | None = None) -> int:
     """Fire every schedule due by the database's clock (one query when none is)."""
+    using = using or queue_database()
     due = list(Schedule.objects.using(using).filter(enabled=True, next_run_at__lte=Now()))
     if not due:
         return 0

@@ -37,16 +37,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TypeVar
 
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.db import Error as DatabaseError
-from django.db import connections
 
-from jobs.application import metrics, notifications
+from jobs.application import limits, metrics, notifications
 from jobs.application.config import QueueConfig
 from jobs.application.context import JobContext, context_for
+from jobs.application.limits import repair_limits
 from jobs.application.payloads import Payload
 from jobs.application.registry import DeadLetter, UnknownHandler, dead_letter_hook, get_batch_handler, get_handler
 from jobs.domain.retry import RetryDecision
 from jobs.domain.states import JobStatus
+from jobs.infrastructure.database import queue_database
 from jobs.infrastructure.listener import NotificationListener
 from jobs.infrastructure.store import ClaimedJob, Finished, JobStore, private_connection, store_for
 from kernel.failures import ClassifiedError, JobTimeout, LeaseLost, PermanentError, classify, format_error
@@ -173,14 +175,17 @@ class Worker:
         concurrency: int | None = None,
         burst: bool = False,
         config: QueueConfig | None = None,
-        using: str = "default",
+        using: str | None = None,
         install_signal_handlers: bool = True,
     ) -> None:
         self.config = config or QueueConfig.from_settings()
         self.queues = list(queues) if queues else None
         self.concurrency = max(1, concurrency or self.config.concurrency)
         self.burst = burst
-        self.using = using
+        self.using = using or queue_database()  # the queue's statements
+        # Handlers run on `default` (the apps' database); with the queue apart, their thread also holds a
+        # connection to the queue's database (enqueue, mark_completed), reset with it after every job.
+        self.handler_using = DEFAULT_DB_ALIAS
         self.worker_id = new_worker_id()
         self.stopping = threading.Event()
         self.signal = WorkSignal(self.concurrency)
@@ -192,7 +197,9 @@ class Worker:
         self._last_cpu = time.process_time()
         self._paused = 0.0  # seconds this process was seen paused (not counted in any handler's time)
         self._install_signals = install_signal_handlers
-        self._listener: NotificationListener | None = None
+        self._listeners: list[NotificationListener] = []
+        self._maintenance_thread: threading.Thread | None = None
+        self._next_repair = 0.0  # monotonic: when the maintenance thread next repairs the accounts' limits
         self._executors = [_Executor(i) for i in range(self.concurrency)]
 
     # --- the main thread ---------------------------------------------------------
@@ -200,17 +207,13 @@ class Worker:
         if self._install_signals and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self.stop)
             signal.signal(signal.SIGINT, self.stop)
-        if connections[self.using].vendor == "postgresql" and not self.burst:
-            self._listener = NotificationListener(
-                connections[self.using],
-                self.queues,
-                on_wake=self.signal.wake,
-                on_connect=self.signal.wake_all,
-                channels=notifications.registered_channels(),
-                on_channel=notifications.deliver,
-                on_listening=notifications.set_listening,
-            )
-            self._listener.start()
+        # Before the first claim (a crash between two databases' commits is healed), in a thread of its own:
+        # the main thread holds no connection.
+        repair = threading.Thread(target=self._repair_limits, name="repair-limits", daemon=True)
+        repair.start()
+        repair.join(QUEUE_STATEMENT_TIMEOUT)
+        if not self.burst:
+            self._start_listeners()
         log.info(
             "worker %s started: queues=%s concurrency=%d burst=%s",
             self.worker_id,
@@ -218,7 +221,8 @@ class Worker:
             self.concurrency,
             self.burst,
         )
-        threading.Thread(target=self._maintenance, name="maintenance", daemon=True).start()
+        self._maintenance_thread = threading.Thread(target=self._maintenance, name="maintenance", daemon=True)
+        self._maintenance_thread.start()
         for executor in self._executors:
             executor.thread = threading.Thread(
                 target=self._executor, args=(executor,), name=f"executor-{executor.index}", daemon=True
@@ -240,6 +244,62 @@ class Worker:
                 break
             self.stopping.wait(tick)
         return self._shutdown() or exit_code
+
+    def _start_listeners(self) -> None:
+        """LISTEN for committed enqueues on the queue's database, and for the apps' channels on `default`
+        (where their changes commit): one connection when the queue shares `default`, two when it is apart."""
+        queue_connection, apps_connection = connections[self.using], connections[self.handler_using]
+        shared = self.using == self.handler_using
+        if queue_connection.vendor == "postgresql":
+            self._listeners.append(
+                NotificationListener(
+                    queue_connection,
+                    self.queues,
+                    on_wake=self.signal.wake,
+                    on_connect=self.signal.wake_all,
+                    channels=notifications.registered_channels() if shared else (),
+                    on_channel=notifications.deliver,
+                    on_listening=notifications.set_listening if shared else (lambda active: None),
+                )
+            )
+        if not shared and apps_connection.vendor == "postgresql":
+            self._listeners.append(
+                NotificationListener(
+                    apps_connection,
+                    self.queues,
+                    on_wake=self.signal.wake,
+                    on_connect=lambda: None,
+                    channels=notifications.registered_channels(),
+                    on_channel=notifications.deliver,
+                    on_listening=notifications.set_listening,
+                    wake_channel=None,
+                )
+            )
+        for listener in self._listeners:
+            listener.start()
+
+    def _repair_limits(self) -> None:
+        """Copy every account's limit to the queue's table (jobs.application.limits); a failure is logged."""
+        try:
+            repair_limits()
+        except Exception as exc:
+            log.warning("could not repair the accounts' limits: %s", format_error(exc))
+        finally:
+            self._close_thread_connections()
+        self._next_repair = time.monotonic() + limits.REPAIR_SECONDS
+
+    def _close_thread_connections(self) -> None:
+        """Close this thread's connections to the queue's database and the handlers' (one when shared)."""
+        connections[self.using].close()
+        if self.handler_using != self.using:
+            connections[self.handler_using].close()
+
+    def _reset_handler(self, handler_connection, *, force: bool = False) -> bool:
+        """Leave the handler's connections clean for the next job; True when one had a transaction left open."""
+        leaked = _reset_handler_connection(handler_connection, force=force)
+        if self.handler_using != self.using:
+            leaked = _reset_handler_connection(connections[self.using], force=force) or leaked
+        return leaked
 
     def stop(self, signum: int | None = None, frame: object = None) -> None:
         if signum is not None and self._restart:  # a signal during a restart: the supervisor wants us gone
@@ -344,8 +404,10 @@ class Worker:
                         _cancel_query(e.running.handler_connection)
             for e in stuck:
                 e.thread.join(1.0)
-        if self._listener:
-            self._listener.stop()
+        for listener in self._listeners:
+            listener.stop()
+        if self._maintenance_thread is not None:
+            self._maintenance_thread.join(5.0)  # its pass in flight ends before this process lets go of the queue
         self._finish_leftovers(still_running=any(e.thread.is_alive() for e in self._executors))
         self._flush_metrics()
         log.info("worker %s stopped", self.worker_id)
@@ -401,6 +463,9 @@ class Worker:
                 self.rescue_expired(store)
                 self.expire_overdue(store)
                 fire_due_schedules(using=self.using)
+                if time.monotonic() >= self._next_repair:
+                    self._next_repair = time.monotonic() + limits.REPAIR_SECONDS
+                    repair_limits()
                 metrics.flush_if_due(self.using)
                 metrics.refresh_gauges(
                     interval=self.config.metrics_interval, worker_id=self.worker_id, using=self.using
@@ -410,11 +475,11 @@ class Worker:
                 if store is not None:
                     store.connection.close()
                     store = None
-                connections[self.using].close()
+                self._close_thread_connections()
             self.stopping.wait(max(0.5, self.config.poll_interval))
         if store is not None:
             store.connection.close()
-        connections[self.using].close()
+        self._close_thread_connections()
 
     def _flush_metrics(self) -> None:
         """What this process counted reaches the database before it exits."""
@@ -423,7 +488,7 @@ class Worker:
         except Exception as exc:
             log.warning("could not store metrics: %s", format_error(exc))
         finally:
-            connections[self.using].close()
+            self._close_thread_connections()
 
     def rescue_expired(self, store: JobStore) -> None:
         """Put back jobs whose worker died (the attempt counts); tell the hooks of those that ended dead."""
@@ -459,14 +524,14 @@ class Worker:
         hook = dead_letter_hook(letter.handler)
         if hook is None:
             return
-        connection = connections[self.using]
+        connection = connections[self.handler_using]
         try:
             hook(letter)
         except Exception as exc:
             log.error("dead-letter hook of job %s (%s) failed: %s", letter.id, letter.handler, format_error(exc))
-            _reset_handler_connection(connection, force=True)
+            self._reset_handler(connection, force=True)
             return
-        if _reset_handler_connection(connection):
+        if self._reset_handler(connection):
             log.error("dead-letter hook of job %s (%s) left a transaction open; rolled back", letter.id, letter.handler)
 
     # --- executor threads ---------------------------------------------------------
@@ -508,7 +573,7 @@ class Worker:
                     if store is not None:
                         store.connection.close()
                         store = None
-                    connections[self.using].close()  # the handlers' connection went with it: start afresh
+                    self._close_thread_connections()  # the handlers' connection went with it: start afresh
                     self.stopping.wait(min(RECONNECT_MAX_SECONDS, 0.1 * 2**failures))
                     continue
                 if not batch:
@@ -523,7 +588,7 @@ class Worker:
                     self._flush_acks(store, executor)  # what it cannot write, _finish_leftovers tries again
                 finally:
                     store.connection.close()
-            connections[self.using].close()
+            self._close_thread_connections()
 
     def _run_batch(self, store: JobStore, executor: _Executor, batch: list[ClaimedJob], duration: float) -> float:
         claimed_at = time.monotonic()
@@ -626,7 +691,7 @@ class Worker:
         left, or, if it failed, every job whose completion did not commit."""
         started = time.time()
         executor.waits.extend([started - _epoch(job.run_at) for job in jobs])
-        handler_connection = connections[self.using]
+        handler_connection = connections[self.handler_using]
         contexts = [self._context(job, started, handler_connection) for job in jobs]
         running = self._running(jobs[0], handler_connection, claimed_at)
         error: BaseException | None = None
@@ -638,7 +703,7 @@ class Worker:
             error = JobTimeout(self._timeout_message())
         except Exception as exc:
             error = exc
-        _reset_handler_connection(handler_connection, force=error is not None)
+        self._reset_handler(handler_connection, force=error is not None)
         runaway = running.job.id if running.runaway else None  # its timeout was recorded: nothing more of it
         pending = [
             (job, context)
@@ -696,7 +761,9 @@ class Worker:
         return result
 
     def _context(self, job: ClaimedJob, started: float, handler_connection) -> JobContext:
-        return context_for(job, store_for(handler_connection), self.worker_id, started)
+        # mark_completed writes on this thread's connection to the queue's database (the handler's own when
+        # the queue shares `default`), so it joins the handler's transaction there.
+        return context_for(job, store_for(connections[self.using]), self.worker_id, started)
 
     def _running(self, job: ClaimedJob, handler_connection, claimed_at: float) -> _Running:
         now = time.monotonic()
@@ -715,7 +782,7 @@ class Worker:
     def _run_job(self, store: JobStore, executor: _Executor, job: ClaimedJob, claimed_at: float) -> Finished | None:
         started = time.time()
         executor.waits.append(started - _epoch(job.run_at))
-        handler_connection = connections[self.using]
+        handler_connection = connections[self.handler_using]
         context = self._context(job, started, handler_connection)
         running = self._running(job, handler_connection, claimed_at)
         error: BaseException | None = None
@@ -728,21 +795,21 @@ class Worker:
             error = PermanentError(str(exc))
         except LeaseLost as exc:
             log.warning("job %s %s: %s; its outcome is discarded", job.id, job.handler, exc)
-            _reset_handler_connection(handler_connection)
+            self._reset_handler(handler_connection)
             return None
         except Exception as exc:
             error = exc
         if running.runaway:  # its timeout was recorded when it did not stop: whatever it did since is not its own
-            _reset_handler_connection(handler_connection, force=True)
+            self._reset_handler(handler_connection, force=True)
             if context.completed_in_transaction:  # it completed first: its timeout found nothing to record
                 metrics.count(metrics.ATTEMPT_SUCCEEDED)
             log.info("job %s %s returned after its timeout was recorded; nothing more is written", job.id, job.handler)
             return None
         if error is not None:
-            _reset_handler_connection(handler_connection, force=True)
+            self._reset_handler(handler_connection, force=True)
             self._record_failure(store, job, error, started, executor=executor)
             return None
-        if _reset_handler_connection(handler_connection):
+        if self._reset_handler(handler_connection):
             log.error("job %s %s left a transaction open; it was rolled back", job.id, job.handler)
         if context.completed_in_transaction:
             metrics.count(metrics.ATTEMPT_SUCCEEDED)

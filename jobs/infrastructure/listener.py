@@ -51,10 +51,12 @@ class NotificationListener(threading.Thread):
         channels: Sequence[str] = (),
         on_channel: Callable[[str, str | None], None] = lambda channel, payload: None,
         on_listening: Callable[[bool], None] = lambda active: None,
+        wake_channel: str | None = NOTIFY_CHANNEL,
     ) -> None:
         """`channels`: other apps' channels; `on_channel(channel, payload)` gets their notifications, and
         `on_channel(channel, None)` after each (re)connection, since some may have been missed meanwhile.
-        `on_listening(active)` says whether notifications are being received."""
+        `on_listening(active)` says whether notifications are being received. `wake_channel`: the channel
+        whose notifications ("<queue> <count>") call `on_wake` (None: none, only the apps' channels)."""
         super().__init__(name="notification-listener", daemon=True)
         params = dict(django_connection.get_connection_params())
         for key in ("cursor_factory", "context", "prepare_threshold", "pool", "server_side_binding"):
@@ -66,6 +68,7 @@ class NotificationListener(threading.Thread):
         self._queues = set(queues) if queues else None
         self._on_wake = on_wake
         self._on_connect = on_connect
+        self._wake_channel = wake_channel
         self._channels = list(channels)
         self._on_channel = on_channel
         self._on_listening = on_listening
@@ -83,11 +86,16 @@ class NotificationListener(threading.Thread):
             try:
                 try:
                     with psycopg.connect(autocommit=True, **self._params) as conn:
-                        conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                        if self._wake_channel is not None:
+                            conn.execute(f"LISTEN {self._wake_channel}")
                         for channel in self._channels:
                             conn.execute(f"LISTEN {channel}")
                         self.connected.set()
-                        log.info("listening for job notifications on %s", NOTIFY_CHANNEL)
+                        log.info(
+                            "listening for %s notifications on %s",
+                            "job" if self._wake_channel == NOTIFY_CHANNEL else "outbox and apps'",
+                            ", ".join(c for c in [self._wake_channel, *self._channels] if c),
+                        )
                         backoff = 0.2
                         self._on_connect()
                         for channel in self._channels:
@@ -109,7 +117,7 @@ class NotificationListener(threading.Thread):
         last_heartbeat = time.monotonic()
         while not self._stopped.is_set():
             for note in conn.notifies(timeout=1.0):
-                if note.channel == NOTIFY_CHANNEL:
+                if note.channel == self._wake_channel:
                     self._dispatch(note.payload)
                 else:
                     self._on_channel(note.channel, note.payload)

@@ -14,13 +14,15 @@ from datetime import datetime, timedelta
 from django.db import connections, transaction
 from django.utils import timezone
 
+from jobs.infrastructure.database import queue_database
 from jobs.infrastructure.models import MetricCounter, MetricGauge, MetricRefresh
 
 Series = tuple[str, str]  # (metric name, canonical labels)
 
 
-def add_counts(counts: dict[Series, float], using: str = "default") -> None:
+def add_counts(counts: dict[Series, float], using: str | None = None) -> None:
     """Add these increments to the stored counters."""
+    using = using or queue_database()
     if not counts:
         return
     rows = sorted(counts.items())
@@ -42,12 +44,14 @@ def add_counts(counts: dict[Series, float], using: str = "default") -> None:
             )
 
 
-def counters(using: str = "default") -> list[tuple[str, str, float]]:
+def counters(using: str | None = None) -> list[tuple[str, str, float]]:
+    using = using or queue_database()
     return list(MetricCounter.objects.using(using).order_by("name", "labels").values_list("name", "labels", "value"))
 
 
-def publish_gauge(name: str, values: Iterable[tuple[str, float]], using: str = "default") -> None:
+def publish_gauge(name: str, values: Iterable[tuple[str, float]], using: str | None = None) -> None:
     """Replace the gauge `name`'s series with `values` ((labels, value) pairs)."""
+    using = using or queue_database()
     now = timezone.now()
     with transaction.atomic(using=using):
         MetricGauge.objects.using(using).filter(name=name).delete()
@@ -56,15 +60,17 @@ def publish_gauge(name: str, values: Iterable[tuple[str, float]], using: str = "
         )
 
 
-def gauges(using: str = "default", names: Sequence[str] | None = None) -> list[tuple[str, str, float, datetime]]:
+def gauges(using: str | None = None, names: Sequence[str] | None = None) -> list[tuple[str, str, float, datetime]]:
+    using = using or queue_database()
     query = MetricGauge.objects.using(using).order_by("name", "labels")
     if names is not None:
         query = query.filter(name__in=list(names))
     return list(query.values_list("name", "labels", "value", "computed_at"))
 
 
-def take_refresh(interval: float, worker_id: str, using: str = "default") -> bool:
+def take_refresh(interval: float, worker_id: str, using: str | None = None) -> bool:
     """True if this worker takes the refresh due now; it is then next due `interval` seconds later."""
+    using = using or queue_database()
     connection = connections[using]
     table = MetricRefresh._meta.db_table
     with connection.cursor() as cursor:
@@ -95,5 +101,6 @@ def take_refresh(interval: float, worker_id: str, using: str = "default") -> boo
     )
 
 
-def last_refresh(using: str = "default") -> datetime | None:
+def last_refresh(using: str | None = None) -> datetime | None:
+    using = using or queue_database()
     return MetricRefresh.objects.using(using).filter(id=1).values_list("last_at", flat=True).first()

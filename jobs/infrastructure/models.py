@@ -33,9 +33,19 @@ class Job(models.Model):
     retry_delay_seconds = models.FloatField(null=True, blank=True)  # the latest backoff chosen
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     worker_id = models.CharField(max_length=120, blank=True, default="")
-    account = models.ForeignKey("accounts.Account", null=True, blank=True, on_delete=models.SET_NULL, db_index=False)
+    # Foreign keys into `default`, which the queue's database may not hold (JOBS_DATABASE): no constraint, and
+    # Django does nothing on delete (it would look for jobs in the deleted row's database). Deleting an account
+    # or a user clears them on the queue's database instead (jobs.application.limits, DDD_NOTES).
+    account = models.ForeignKey(
+        "accounts.Account", null=True, blank=True, on_delete=models.DO_NOTHING, db_index=False, db_constraint=False
+    )
     created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, db_index=False
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_index=False,
+        db_constraint=False,
     )
     unique_key = models.CharField(max_length=200, null=True, blank=True)
     # The deadline to start by (enqueue's expires_at / expires_in); a due job past it is dead-lettered as
@@ -112,6 +122,28 @@ class Lane(models.Model):
 
     def __str__(self) -> str:
         return f"lane account {self.account_id} {self.queue} p{self.priority} due {self.next_due_at}"
+
+
+class AccountLimit(models.Model):
+    """The queue's own copy of each account's `max_concurrent_jobs`, which the claim reads.
+
+    The queue may live in a database apart from the accounts' (JOBS_DATABASE), so it keeps the limits beside
+    its jobs, in every configuration (one claim): the accounts app writes an account's limit here when it is
+    created or changed (`jobs.application.limits.set_account_limit`), and every worker copies them all at
+    start and every few minutes (`repair_limits`), which heals a crash between the two databases' commits.
+    An account with no row runs with DEFAULT_ACCOUNT_JOB_LIMIT.
+    """
+
+    account_id = models.BigIntegerField(primary_key=True)  # not a foreign key: the account may live elsewhere
+    max_concurrent_jobs = models.PositiveIntegerField()
+
+    class Meta:
+        app_label = "jobs"
+        db_table = "jobs_account_limit"
+        constraints = [models.CheckConstraint(condition=Q(max_concurrent_jobs__gte=1), name="account_limit_runs_a_job")]
+
+    def __str__(self) -> str:
+        return f"account {self.account_id}: at most {self.max_concurrent_jobs} running"
 
 
 class Schedule(models.Model):

@@ -37,6 +37,7 @@ from django.db.utils import load_backend
 from django.utils import timezone
 
 from jobs.domain.states import pushed_expiry
+from jobs.infrastructure.database import queue_database
 
 NOTIFY_CHANNEL = "relay_jobs"
 
@@ -606,8 +607,8 @@ class SqliteJobStore(JobStore):
             WHERE r.status = 'running' GROUP BY r.account_id  -- job_running, as relay_claim_jobs()
         ),
         room AS (
-            SELECT running.account_id, a.max_concurrent_jobs - running.n AS free
-            FROM running JOIN accounts_account a ON a.id = running.account_id
+            SELECT running.account_id, coalesce(a.max_concurrent_jobs, 10) - running.n AS free
+            FROM running LEFT JOIN jobs_account_limit a ON a.account_id = running.account_id
         ),
         candidates AS (
             SELECT j.id, j.account_id, j.priority, j.run_at FROM jobs_job j
@@ -622,9 +623,9 @@ class SqliteJobStore(JobStore):
             FROM (SELECT c.*, row_number() OVER (PARTITION BY c.account_id
                                                  ORDER BY c.priority, c.run_at, c.id) AS nth
                   FROM candidates c) c
-            LEFT JOIN accounts_account a ON a.id = c.account_id
+            LEFT JOIN jobs_account_limit a ON a.account_id = c.account_id
             LEFT JOIN room ON room.account_id = c.account_id
-            WHERE c.account_id IS NULL OR c.nth <= coalesce(room.free, a.max_concurrent_jobs)
+            WHERE c.account_id IS NULL OR c.nth <= coalesce(room.free, a.max_concurrent_jobs, 10)
         )
         UPDATE jobs_job
         SET status = 'running', attempt_number = attempt_number + 1, started_at = %s,
@@ -824,17 +825,19 @@ def store_for(connection) -> JobStore:
         raise NotImplementedError(f"Relay's queue runs on PostgreSQL or SQLite, not {connection.vendor}") from None
 
 
-def get_store(using: str = "default") -> JobStore:
+def get_store(using: str | None = None) -> JobStore:
     """The store on this thread's connection to `using` (joins the caller's transaction where it can)."""
+    using = using or queue_database()
     return store_for(connections[using])
 
 
-def private_connection(using: str = "default", *, statement_seconds: float = 30.0, lock_seconds: float = 10.0):
+def private_connection(using: str | None = None, *, statement_seconds: float = 30.0, lock_seconds: float = 10.0):
     """A connection of its own, apart from the thread's, for the worker's queue statements.
 
     On PostgreSQL its statements and lock waits are bounded (applied at every
     reconnection), so no row lock or hung query can stall a worker forever.
     """
+    using = using or queue_database()
     settings_dict = copy.deepcopy(connections.settings[using])
     if settings_dict["ENGINE"].endswith("postgresql"):
         options = settings_dict.setdefault("OPTIONS", {})

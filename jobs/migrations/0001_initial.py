@@ -6,6 +6,11 @@ import jobs.domain.states
 from django.conf import settings
 from django.db import migrations, models
 
+from jobs.infrastructure.database import is_split
+
+# With the queue in a database of its own (JOBS_DATABASE) the accounts' and users' tables are not there, so
+# no foreign-key constraint can be made; migration 0012 drops them everywhere else too (one schema).
+_CONSTRAINED = not is_split()
 
 class Migration(migrations.Migration):
 
@@ -56,8 +61,8 @@ class Migration(migrations.Migration):
                 ('lease_expires_at', models.DateTimeField(blank=True, null=True)),
                 ('worker_id', models.CharField(blank=True, default='', max_length=120)),
                 ('unique_key', models.CharField(blank=True, max_length=200, null=True)),
-                ('account', models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.SET_NULL, to='accounts.account')),
-                ('created_by', models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
+                ('account', models.ForeignKey(blank=True, db_constraint=_CONSTRAINED, db_index=False, null=True, on_delete=django.db.models.deletion.SET_NULL, to='accounts.account')),
+                ('created_by', models.ForeignKey(blank=True, db_constraint=_CONSTRAINED, db_index=False, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
             ],
             options={
                 'ordering': ['-created_at'],

@@ -58,12 +58,13 @@ def _count_finished(per_workflow_status: Counter[tuple[int, str]]) -> None:
         metrics.count((RUNS_FINISHED, metrics.labels_key(workflow=str(workflow_id), status=status)), n)
 
 
+# The runs live in `default`, not necessarily in the queue's database that `counts.using` names (JOBS_DATABASE).
 def _runs(counts: metrics.CountPass):
-    return [({"status": status}, n) for status, n in runs_by_status(using=counts.using).items()]
+    return [({"status": status}, n) for status, n in runs_by_status().items()]
 
 
 def _executions(counts: metrics.CountPass) -> list[metrics.AccountLoad]:
-    return counts.once("workflows.executions", lambda: running_executions_by_account(using=counts.using))
+    return counts.once("workflows.executions", lambda: running_executions_by_account())
 
 
 def register() -> None:

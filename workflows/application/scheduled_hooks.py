@@ -22,6 +22,7 @@ from contacts.infrastructure.models import Contact
 from jobs.application.queue import enqueue
 from jobs.domain.schedule import next_tick
 from jobs.infrastructure.clock import database_now
+from jobs.infrastructure.database import is_split
 from jobs.infrastructure.models import Schedule
 from kernel.failures import format_error, is_database_error
 from workflows.application.errors import NotFound
@@ -60,17 +61,20 @@ def _schedule_name(hook_id: int) -> str:
 # --- reads ----------------------------------------------------------------------------------------------
 
 
+def _with_schedule(hooks: QuerySet[ScheduledHook]) -> QuerySet[ScheduledHook]:
+    """Hooks with their schedule joined in, unless the schedules live in the queue's own database."""
+    return hooks if is_split() else hooks.select_related("schedule")
+
+
 def hook_list(*, account_id: int, status: str | None = None) -> QuerySet[ScheduledHook]:
-    query = (
-        ScheduledHook.objects.filter(account_id=account_id).select_related("schedule").order_by("-created_at", "-id")
-    )
+    query = _with_schedule(ScheduledHook.objects.filter(account_id=account_id)).order_by("-created_at", "-id")
     if status:
         query = query.filter(status=status)
     return query
 
 
 def hook_get(*, account_id: int, hook_id: int) -> ScheduledHook:
-    hook = ScheduledHook.objects.filter(account_id=account_id, pk=hook_id).select_related("schedule").first()
+    hook = _with_schedule(ScheduledHook.objects.filter(account_id=account_id, pk=hook_id)).first()
     if hook is None:
         raise HookNotFound(hook_id)
     return hook
@@ -131,7 +135,7 @@ def hook_pause(*, account_id: int, hook_id: int) -> ScheduledHook:
     if hook.status != HookStatus.PAUSED:
         hook.status = HookStatus.PAUSED
         hook.save(update_fields=["status", "updated_at"])
-        Schedule.objects.filter(hook=hook).update(enabled=False)
+        Schedule.objects.filter(pk__in=[hook.schedule_id]).update(enabled=False)
     return hook_get(account_id=account_id, hook_id=hook_id)
 
 
@@ -142,7 +146,7 @@ def hook_resume(*, account_id: int, hook_id: int) -> ScheduledHook:
     if hook.status != HookStatus.ACTIVE:
         hook.status = HookStatus.ACTIVE
         hook.save(update_fields=["status", "updated_at"])
-        Schedule.objects.filter(hook=hook).update(
+        Schedule.objects.filter(pk__in=[hook.schedule_id]).update(
             enabled=True, next_run_at=next_tick(hook.cron, database_now(), hook.timezone)
         )
     return hook_get(account_id=account_id, hook_id=hook_id)
@@ -152,7 +156,7 @@ def hook_resume(*, account_id: int, hook_id: int) -> ScheduledHook:
 def hook_delete(*, account_id: int, hook_id: int) -> None:
     """The hook, its schedule and its run records; what its ticks started goes on."""
     hook = _locked(account_id, hook_id)
-    Schedule.objects.filter(hook=hook).delete()
+    Schedule.objects.filter(pk__in=[hook.schedule_id]).delete()
     hook.delete()
 
 

@@ -283,8 +283,16 @@ class ScheduledHook(models.Model):
     action = models.CharField(max_length=32, choices=_choices(HookAction))
     config = models.JSONField(default=dict)
     status = models.CharField(max_length=16, choices=_choices(HookStatus), default=HookStatus.ACTIVE)
+    # In the queue's database (JOBS_DATABASE), which may be apart: no constraint, and deleting a schedule
+    # leaves the hook as it is (only hook_delete and a tick of a deleted hook delete one).
     schedule = models.OneToOneField(
-        "jobs.Schedule", null=True, blank=True, on_delete=models.SET_NULL, related_name="hook", editable=False
+        "jobs.Schedule",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        related_name="hook",
+        editable=False,
+        db_constraint=False,
     )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -5,6 +5,8 @@ import workflows.domain.scheduled_hooks
 from django.conf import settings
 from django.db import migrations, models
 
+from jobs.infrastructure.database import is_split  # the schedules may live in the queue's own database
+
 
 class Migration(migrations.Migration):
 
@@ -35,7 +37,7 @@ class Migration(migrations.Migration):
                 ('updated_at', models.DateTimeField(auto_now=True)),
                 ('account', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='scheduled_hooks', to='accounts.account')),
                 ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('schedule', models.OneToOneField(blank=True, editable=False, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='hook', to='jobs.schedule')),
+                ('schedule', models.OneToOneField(blank=True, db_constraint=not is_split(), editable=False, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='hook', to='jobs.schedule')),
             ],
             options={
                 'ordering': ['-created_at', '-id'],

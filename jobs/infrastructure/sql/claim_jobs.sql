@@ -3,7 +3,8 @@
 -- 1. Serialize claimers with a transaction-level advisory lock, so the per-account running counts are
 --    exact across all workers: every statement after the lock sees every earlier claim.
 -- 2. Pick the lanes that can run (jobs_lane, sql/lanes.sql): due (next_due_at <= now), in the worker's
---    queues, of an account below its max_concurrent_jobs; lowest priority first, then the lane served
+--    queues, of an account below its max_concurrent_jobs (the queue's copy, jobs_account_limit, so the
+--    accounts' table may live in another database; an account with no row: 10, the default); lowest priority first, then the lane served
 --    longest ago (round robin between accounts). An account at its limit costs one lane row, however
 --    many jobs it has waiting. At most as many lanes as jobs wanted; FOR NO KEY UPDATE SKIP LOCKED.
 -- 3. From each lane, LATERAL: its oldest due jobs, at most the account's free slots, in one bounded range
@@ -43,15 +44,16 @@ BEGIN
         v_round := v_round + 1;
         v_wanted := v_left;
         WITH running AS (  -- the partial index job_running: as many rows as jobs running
-            -- No "account_id IS NOT NULL" here (the join below drops jobs of no account): it would let this
-            -- generic plan, made once per connection, read job_account_newest, every account job ever kept.
+            -- No "account_id IS NOT NULL" here, nor below (it would be pushed down to this scan): it would let
+            -- this generic plan, made once per connection, read job_account_newest, every account job ever
+            -- kept. Running jobs of no account make a row of account NULL, which matches no lane (account 0).
             SELECT r.account_id, count(*) AS n FROM jobs_job r
             WHERE r.status = 'running'
             GROUP BY r.account_id
         ),
-        room AS (
-            SELECT a.id AS account_id, a.max_concurrent_jobs - running.n AS free
-            FROM running JOIN accounts_account a ON a.id = running.account_id
+        room AS (  -- the queue's own copy of the limits (jobs_account_limit); no row: the default, 10
+            SELECT running.account_id, coalesce(a.max_concurrent_jobs, 10) - running.n AS free
+            FROM running LEFT JOIN jobs_account_limit a ON a.account_id = running.account_id
         ),
         picked AS (
             SELECT l.id, l.account_id, l.priority, l.served_at
@@ -67,12 +69,12 @@ BEGIN
         )
         SELECT coalesce(array_agg(p.id ORDER BY p.priority, p.served_at, p.id), '{}'),
                coalesce(array_agg(CASE WHEN p.account_id = 0 THEN v_left
-                                       ELSE least(v_left, coalesce(room.free, a.max_concurrent_jobs, 0)) END
+                                       ELSE least(v_left, coalesce(room.free, a.max_concurrent_jobs, 10)) END
                                   ORDER BY p.priority, p.served_at, p.id), '{}')
         INTO v_lanes, v_free
         FROM picked p
         LEFT JOIN room ON room.account_id = p.account_id
-        LEFT JOIN accounts_account a ON a.id = p.account_id;
+        LEFT JOIN jobs_account_limit a ON a.account_id = p.account_id;
         EXIT WHEN cardinality(v_lanes) = 0;
         v_seen := v_seen || v_lanes;
 

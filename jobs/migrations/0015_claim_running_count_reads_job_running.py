@@ -15,6 +15,6 @@ def install(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("jobs", "0012_job_indexes_for_less_work_per_job")]
+    dependencies = [("jobs", "0014_account_limits")]
 
     operations = [migrations.RunPython(install, migrations.RunPython.noop)]
