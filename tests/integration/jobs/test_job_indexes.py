@@ -8,7 +8,8 @@ account touches, so that adding one is a decision, not an accident. bench/README
 """
 
 import pytest
-from django.db import connection
+
+from tests.support.queue_db import connection
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
