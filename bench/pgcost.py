@@ -155,13 +155,17 @@ class PgCost:
         per = 1.0 / max(jobs, 1)
         with self._connect() as conn:
             (dboid,) = conn.execute("SELECT oid FROM pg_database WHERE datname = current_database()").fetchone()
-            names = dict(
-                conn.execute(
-                    "SELECT pg_relation_filenode(c.oid)::text, c.relname FROM pg_class c"
-                    " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public'"
-                    " AND pg_relation_filenode(c.oid) IS NOT NULL"
-                ).fetchall()
-            )
+            names: dict[str, str] = {}
+            tables: dict[str, str] = {}  # index -> its table
+            for node, rel, table in conn.execute(
+                "SELECT pg_relation_filenode(c.oid)::text, c.relname, t.relname FROM pg_class c"
+                " JOIN pg_namespace n ON n.oid = c.relnamespace"
+                " LEFT JOIN pg_index i ON i.indexrelid = c.oid LEFT JOIN pg_class t ON t.oid = i.indrelid"
+                " WHERE n.nspname = 'public' AND pg_relation_filenode(c.oid) IS NOT NULL"
+            ).fetchall():
+                names[node] = rel
+                if table:
+                    tables[rel] = table
             # The first block a record touches names its relation; records of other databases are left out,
             # and commit records (no block) are counted by the transactions of ours they close.
             rows = conn.execute(
@@ -206,7 +210,7 @@ class PgCost:
             elif rm == "Btree" and kind.startswith(("INSERT_LEAF", "INSERT_POST", "SPLIT_")):
                 index[rel] = index.get(rel, 0.0) + count  # the new entry (a split logs it too)
         job_versions = sum(heap.get(f"jobs_job.{k}", 0.0) for k in ("insert", "update", "hot_update"))
-        job_indexes = {k: v for k, v in index.items() if not k.startswith(("lane", "jobs_lane"))}
+        job_indexes = {k: v for k, v in index.items() if tables.get(k) == "jobs_job"}
         out: dict[str, object] = {
             "commits_per_job": round((b.commits - a.commits) * per, 4),
             "wal_bytes_per_job": round(wal * per, 1),
@@ -214,7 +218,7 @@ class PgCost:
             "job_index_entries_per_job": round(sum(job_indexes.values()) * per, 3),
             "lane_writes_per_job": round(sum(v for k, v in heap.items() if k.startswith("jobs_lane.")) * per, 4),
             "heap": {k: round(v * per, 4) for k, v in sorted(heap.items())},
-            "index_entries": {k: round(v * per, 4) for k, v in sorted(index.items())},
+            "index_entries": {k: round(v * per, 4) for k, v in sorted(index.items()) if v * per >= 0.005},
         }
         for table in TABLES:
             if table in a.tables and table in b.tables:

@@ -312,10 +312,11 @@ def running_jobs_by_account(
     using = using or queue_database()
     running = dict(
         _jobs(using, account_ids)
-        .filter(status=JobStatus.RUNNING, account__isnull=False)
+        .filter(status=JobStatus.RUNNING)  # status alone: job_running serves it, never job_account_newest
         .values_list("account_id")
         .annotate(n=Count("id"))
     )
+    running.pop(None, None)  # jobs of no account
     if not running:
         return []
     # The accounts are read apart (they may live in another database than the queue's), by primary key.

@@ -614,7 +614,7 @@ class SqliteJobStore(JobStore):
     CLAIM = """
         WITH running AS (
             SELECT r.account_id, count(*) AS n FROM jobs_job r
-            WHERE r.status = 'running' AND r.account_id IS NOT NULL GROUP BY r.account_id
+            WHERE r.status = 'running' GROUP BY r.account_id  -- job_running, as relay_claim_jobs()
         ),
         room AS (
             SELECT running.account_id, coalesce(a.max_concurrent_jobs, 10) - running.n AS free

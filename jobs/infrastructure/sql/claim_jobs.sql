@@ -44,8 +44,11 @@ BEGIN
         v_round := v_round + 1;
         v_wanted := v_left;
         WITH running AS (  -- the partial index job_running: as many rows as jobs running
+            -- No "account_id IS NOT NULL" here, nor below (it would be pushed down to this scan): it would let
+            -- this generic plan, made once per connection, read job_account_newest, every account job ever
+            -- kept. Running jobs of no account make a row of account NULL, which matches no lane (account 0).
             SELECT r.account_id, count(*) AS n FROM jobs_job r
-            WHERE r.status = 'running' AND r.account_id IS NOT NULL
+            WHERE r.status = 'running'
             GROUP BY r.account_id
         ),
         room AS (  -- the queue's own copy of the limits (jobs_account_limit); no row: the default, 10

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0014_account_limits'),
+        ('jobs', '0015_claim_running_count_reads_job_running'),
     ]
 
     operations = [
