@@ -34,6 +34,14 @@ def check_queue_settings(app_configs: Any = None, **kwargs: Any) -> list[Error]:
                 id="jobs.E004",
             )
         )
+    elif alias != "default" and not all(db["ENGINE"].endswith("postgresql") for db in settings.DATABASES.values()):
+        problems.append(
+            Error(
+                f"JOBS_DATABASE is {alias!r}: the queue in a database of its own needs PostgreSQL for it and for"
+                " every other database (the outbox and its move use LISTEN/NOTIFY and SKIP LOCKED).",
+                id="jobs.E005",
+            )
+        )
     if float(settings.JOB_METRICS_INTERVAL) < 0:
         problems.append(Error("JOB_METRICS_INTERVAL must be 0 (off) or a number of seconds.", id="jobs.E002"))
     from jobs.api.metrics import allowed_networks

@@ -1,15 +1,10 @@
 """Shared fixtures. Tests marked `postgres` are skipped on SQLite; CI fails if they are skipped on PostgreSQL."""
 
-import django.test
 import pytest
 from django.conf import settings
 
 import tests.support.handlers  # noqa: F401 - registers the test handlers in this process
 from tests.factories import AccountFactory, ContactFactory, MembershipFactory, UserFactory
-
-# Every test may use every configured database: with JOBS_DATABASE_URL set the queue has one of its own
-# (alias `jobs`), and tests of the queue, the engine and the API touch both. One database: the same as before.
-django.test.TransactionTestCase.databases = "__all__"
 
 
 def _on_postgres() -> bool:
@@ -22,7 +17,33 @@ def _has_chromium() -> bool:
     return bool((shutil.which("chromium") or shutil.which("chromium-browser")) and shutil.which("chromedriver"))
 
 
+def _queue_apart() -> bool:
+    from jobs.infrastructure.database import is_split
+
+    return is_split()
+
+
+def _every_database(items) -> None:
+    """With the queue in its own database (alias `jobs`), every test that uses a database may use both:
+    pytest-django then makes (and routes to) a test database for each alias, never the real one."""
+    if len(settings.DATABASES) < 2:
+        return
+    for item in items:
+        marker = item.get_closest_marker("django_db")
+        if marker is None and not {"db", "transactional_db", "live_server"} & set(getattr(item, "fixturenames", ())):
+            continue
+        args = marker.args if marker else ()
+        kwargs = {**(marker.kwargs if marker else {}), "databases": "__all__"}
+        item.add_marker(pytest.mark.django_db(*args, **kwargs), append=False)
+
+
 def pytest_collection_modifyitems(config, items):
+    _every_database(items)
+    if not _queue_apart():
+        shared = pytest.mark.skip(reason="the queue shares `default` (set JOBS_DATABASE_URL to a second database)")
+        for item in items:
+            if "queue_apart" in item.keywords:
+                item.add_marker(shared)
     if not _has_chromium():
         no_browser = pytest.mark.skip(reason="needs Chromium: apt-get install chromium chromium-driver")
         for item in items:
@@ -98,11 +119,16 @@ def start_worker(tmp_path):
 _skipped_postgres_tests: list[str] = []
 _ran_postgres_tests: list[str] = []
 _skipped_browser_tests: list[str] = []
+_skipped_apart_tests: list[str] = []
 
 
 def pytest_runtest_logreport(report):
     if "browser" in report.keywords and report.skipped and _on_postgres():
         _skipped_browser_tests.append(report.nodeid)
+    if "queue_apart" in report.keywords and report.skipped:
+        _skipped_apart_tests.append(report.nodeid)
+        if not _queue_apart():
+            return  # not a PostgreSQL test skipped: the run has one database (RELAY_REQUIRE_QUEUE_APART holds it)
     if "postgres" not in report.keywords:
         return
     if report.skipped:
@@ -119,6 +145,13 @@ def pytest_sessionfinish(session, exitstatus):
         reporter.write_line(
             f"CI GUARD FAILED: {len(_skipped_browser_tests)} browser tests were skipped on PostgreSQL "
             f"(is chromium-driver installed?): {_skipped_browser_tests[:5]}",
+            red=True,
+        )
+        session.exitstatus = 1
+    if os.environ.get("RELAY_REQUIRE_QUEUE_APART") == "1" and (_skipped_apart_tests or not _queue_apart()):
+        reporter.write_line(
+            f"CI GUARD FAILED: RELAY_REQUIRE_QUEUE_APART=1 but the queue shares `default` or"
+            f" {len(_skipped_apart_tests)} queue_apart tests were skipped: {_skipped_apart_tests[:5]}",
             red=True,
         )
         session.exitstatus = 1

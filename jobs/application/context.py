@@ -41,10 +41,22 @@ class JobContext:
         rolls the transaction back). Jobs in `then` (what follows this one)
         are queued by the same statement; their ids are returned in order.
         """
+        from jobs.application.outbox import outbox_for_caller, put
         from jobs.application.queue import prepare_job
         from jobs.infrastructure.store import Finished
 
         rows = [prepare_job(spec) for spec in then]
+        outbox = outbox_for_caller()
+        if outbox is not None:
+            # The handler's transaction is on another database than the queue's: what follows goes to that
+            # database's outbox with it, and this job is completed on the queue's database just after that
+            # transaction commits. A worker that dies in between runs the job again: its handler must see
+            # that (the workflow engine does: the run names the next job, not this one).
+            if not self._store.holds(self.worker_id, self.id, self.attempt_number):
+                raise LeaseLost(f"job {self.id} attempt {self.attempt_number} is no longer held by {self.worker_id}")
+            put(outbox, rows)
+            complete_after_commit(outbox, [self])
+            return [row.id for row in rows]
         done = Finished(self.id, self.attempt_number, self.started, time.time())
         acked, holders = self._store.complete_and_insert(self.worker_id, done, rows)
         if not acked:
@@ -79,12 +91,23 @@ def complete_all(jobs: Sequence[JobContext], then: Sequence[JobSpec | None]) -> 
     All or nothing: if any of the jobs is no longer held by this worker, nothing is queued and LeaseLost
     is raised, so the caller's transaction rolls back and the worker runs the jobs one by one.
     """
+    from jobs.application.outbox import outbox_for_caller, put
     from jobs.application.queue import prepare_job
     from jobs.infrastructure.store import Finished
 
     if not jobs:
         return []
     store = jobs[0]._store
+    outbox = outbox_for_caller()
+    if outbox is not None:  # as in mark_completed: the followers by the outbox, the completions by the worker
+        held = [job for job in jobs if store.holds(job.worker_id, job.id, job.attempt_number)]
+        if len(held) != len(jobs):
+            lost = frozenset(job.id for job in jobs if job not in held)
+            raise LeaseLost(f"jobs {', '.join(sorted(map(str, lost)))} are no longer held by {jobs[0].worker_id}", lost)
+        followers = [prepare_job(spec) if spec is not None else None for spec in then]
+        put(outbox, [row for row in followers if row is not None])
+        complete_after_commit(outbox, jobs)
+        return [row.id if row is not None else None for row in followers]
     now = time.time()
     done = [Finished(job.id, job.attempt_number, job.started, now) for job in jobs]
     rows = [prepare_job(spec) if spec is not None else None for spec in then]
@@ -95,3 +118,22 @@ def complete_all(jobs: Sequence[JobContext], then: Sequence[JobSpec | None]) -> 
     for job in jobs:
         store.connection.on_commit(job._completed)
     return [holders[row.id] if row is not None else None for row in rows]
+
+
+def complete_after_commit(alias: str, jobs: Sequence[JobContext]) -> None:
+    """Once the handler's transaction on `alias` commits, complete these jobs on the queue's database (one
+    statement, the worker's compare-and-set). What it could not write (a lost lease, the queue unreachable)
+    is logged and left to the worker's ordinary acknowledgement."""
+    from django.db import transaction
+
+    from jobs.infrastructure.store import Finished
+
+    def complete() -> None:
+        now = time.time()
+        store = jobs[0]._store
+        acked = store.complete(jobs[0].worker_id, [Finished(j.id, j.attempt_number, j.started, now) for j in jobs])
+        for job in jobs:
+            if job.id in acked:
+                job.completed_in_transaction = True
+
+    transaction.on_commit(complete, using=alias, robust=True)

@@ -15,6 +15,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from jobs.application.metrics import dead_letter_count, due_summary, running_jobs_by_account
+from jobs.application.outbox import drop_from_outboxes
 from jobs.domain.ids import uuid7_floor
 from jobs.domain.states import (
     ATTEMPTS_EXHAUSTED,
@@ -109,6 +110,7 @@ def cancel_pending_jobs(*, unique_key_prefix: str | None = None, ids: list[UUID]
         query = query.filter(unique_key__startswith=unique_key_prefix)
     if ids is not None:
         query = query.filter(pk__in=ids)
+        drop_from_outboxes(ids)  # not in the queue yet (the queue apart): they never reach it
     return query.update(status=JobStatus.CANCELLED, cancelled_at=Now())
 
 

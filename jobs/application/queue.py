@@ -2,7 +2,9 @@
 
 Enqueue joins the caller's transaction: the job exists if and only if that
 transaction commits, and on PostgreSQL idle workers are woken exactly then
-(NOTIFY is delivered at commit).
+(NOTIFY is delivered at commit). With the queue in its own database
+(JOBS_DATABASE) a transaction open on another database is joined through that
+database's outbox (jobs.application.outbox: the rule).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from uuid import UUID
 from django.conf import settings
 from django.utils import timezone
 
+from jobs.application.outbox import outbox_for_caller, put
 from jobs.application.registry import get_handler, get_payload_check
 from jobs.domain.ids import uuid7
 from jobs.infrastructure.database import queue_database
@@ -74,7 +77,6 @@ def enqueue(
     `expires_at` (or `expires_in`, seconds or a timedelta from now) is a deadline: a job not started by then
     is dead-lettered with the reason "expired" and never runs.
     """
-    using = using or queue_database()
     spec = JobSpec(
         handler=handler,
         payload=payload if payload is not None else {},
@@ -89,6 +91,11 @@ def enqueue(
         expires_in=expires_in,
     )
     new = prepare_job(spec)
+    outbox = None if using is not None else outbox_for_caller()
+    using = using or queue_database()
+    if outbox is not None:  # the caller's transaction is on another database: queued when it commits
+        put(outbox, [new])
+        return _unsaved_view(new, using)
     holder = get_store(using).insert([new])[new.id]
     if holder != new.id:
         return Job.objects.using(using).get(pk=holder)
@@ -97,9 +104,13 @@ def enqueue(
 
 def enqueue_many(specs: Iterable[JobSpec], *, using: str | None = None, chunk_size: int = 5000) -> list[UUID]:
     """Queue many jobs in few statements; returns each job's id in order (the holder's id for a taken key)."""
-    using = using or queue_database()
     rows = [prepare_job(spec) for spec in specs]
-    store = get_store(using)
+    outbox = None if using is not None else outbox_for_caller()
+    if outbox is not None:
+        for start in range(0, len(rows), chunk_size):
+            put(outbox, rows[start : start + chunk_size])
+        return [row.id for row in rows]
+    store = get_store(using or queue_database())
     ids: list[UUID] = []
     for start in range(0, len(rows), chunk_size):
         chunk = rows[start : start + chunk_size]

@@ -40,7 +40,7 @@ from typing import TypeVar
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db import Error as DatabaseError
 
-from jobs.application import limits, metrics, notifications
+from jobs.application import limits, metrics, notifications, outbox
 from jobs.application.config import QueueConfig
 from jobs.application.context import JobContext, context_for
 from jobs.application.limits import repair_limits
@@ -48,8 +48,9 @@ from jobs.application.payloads import Payload
 from jobs.application.registry import DeadLetter, UnknownHandler, dead_letter_hook, get_batch_handler, get_handler
 from jobs.domain.retry import RetryDecision
 from jobs.domain.states import JobStatus
-from jobs.infrastructure.database import queue_database
+from jobs.infrastructure.database import caller_databases, queue_database
 from jobs.infrastructure.listener import NotificationListener
+from jobs.infrastructure.outbox import OUTBOX_CHANNEL
 from jobs.infrastructure.store import ClaimedJob, Finished, JobStore, private_connection, store_for
 from kernel.failures import ClassifiedError, JobTimeout, LeaseLost, PermanentError, classify, format_error
 
@@ -199,6 +200,7 @@ class Worker:
         self._install_signals = install_signal_handlers
         self._listeners: list[NotificationListener] = []
         self._maintenance_thread: threading.Thread | None = None
+        self._outbox_wake = threading.Event()  # set by a NOTIFY on a caller's database: outbox rows committed
         self._next_repair = 0.0  # monotonic: when the maintenance thread next repairs the accounts' limits
         self._executors = [_Executor(i) for i in range(self.concurrency)]
 
@@ -214,6 +216,8 @@ class Worker:
         repair.join(QUEUE_STATEMENT_TIMEOUT)
         if not self.burst:
             self._start_listeners()
+        for alias in [] if self.burst else self._outboxes():
+            threading.Thread(target=self._move_outbox, args=(alias,), name=f"outbox-{alias}", daemon=True).start()
         log.info(
             "worker %s started: queues=%s concurrency=%d burst=%s",
             self.worker_id,
@@ -266,17 +270,68 @@ class Worker:
             self._listeners.append(
                 NotificationListener(
                     apps_connection,
-                    self.queues,
-                    on_wake=self.signal.wake,
-                    on_connect=lambda: None,
+                    None,
+                    on_wake=lambda count: self._outbox_wake.set(),
+                    on_connect=self._outbox_wake.set,
                     channels=notifications.registered_channels(),
                     on_channel=notifications.deliver,
                     on_listening=notifications.set_listening,
-                    wake_channel=None,
+                    wake_channel=OUTBOX_CHANNEL,  # a job committed to default's outbox: move it
                 )
             )
         for listener in self._listeners:
             listener.start()
+
+    def _outboxes(self) -> list[str]:
+        """The callers' databases whose outboxes this worker moves to the queue (none when the queue shares
+        `default`, or on SQLite: the queue apart needs PostgreSQL)."""
+        if self.using == self.handler_using or connections[self.using].vendor != "postgresql":
+            return []
+        return [alias for alias in caller_databases() if connections[alias].vendor == "postgresql"]
+
+    def _move_outbox(self, alias: str) -> None:
+        """Move `alias`'s outbox rows to the queue as they commit: woken by NOTIFY on `alias` (the listener),
+        polling every poll interval as the fallback. Every worker runs one; SKIP LOCKED shares the rows."""
+        source = queue = None
+        failures = 0
+        while not self.stopping.is_set():
+            try:
+                if source is None or queue is None:
+                    source = private_connection(alias, statement_seconds=QUEUE_STATEMENT_TIMEOUT, lock_seconds=2)
+                    queue = private_connection(self.using, statement_seconds=QUEUE_STATEMENT_TIMEOUT, lock_seconds=2)
+                self._outbox_wake.clear()  # a notification from now on wakes the wait below
+                moved = outbox.move_batch(source, queue)
+                failures = 0
+                if moved >= outbox.MOVE_BATCH:
+                    continue  # more are waiting
+            except Exception as exc:
+                failures += 1
+                log.warning("outbox of %s: %s; reconnecting", alias, format_error(exc))
+                for connection in (source, queue):
+                    if connection is not None:
+                        connection.close()
+                source = queue = None
+                self.stopping.wait(min(RECONNECT_MAX_SECONDS, 0.1 * 2**failures))
+                continue
+            self._outbox_wake.wait(self.config.poll_interval)
+        for connection in (source, queue):
+            if connection is not None:
+                connection.close()
+
+    def _drain_outboxes(self) -> int:
+        """Burst mode, before it ends: move what the outboxes hold now (there is no listener to wake their
+        movers), so the jobs that ran queue what follows them and the worker runs it too."""
+        moved = 0
+        for alias in self._outboxes():
+            source = private_connection(alias, statement_seconds=QUEUE_STATEMENT_TIMEOUT, lock_seconds=2)
+            queue = private_connection(self.using, statement_seconds=QUEUE_STATEMENT_TIMEOUT, lock_seconds=2)
+            try:
+                while batch := outbox.move_batch(source, queue):
+                    moved += batch
+            finally:
+                source.close()
+                queue.close()
+        return moved
 
     def _repair_limits(self) -> None:
         """Copy every account's limit to the queue's table (jobs.application.limits); a failure is logged."""
@@ -579,8 +634,8 @@ class Worker:
                 if not batch:
                     with self._lock:
                         others_busy = self._busy > 0
-                    if self.burst and not others_busy:
-                        return
+                    if self.burst and not others_busy and not self._drain_outboxes():
+                        return  # nothing due, nothing running, nothing committed in an outbox
                     self.signal.wait(0.05 if self.burst else self.config.poll_interval)
         finally:
             if store is not None:

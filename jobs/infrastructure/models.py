@@ -146,6 +146,35 @@ class AccountLimit(models.Model):
         return f"account {self.account_id}: at most {self.max_concurrent_jobs} running"
 
 
+class OutboxJob(models.Model):
+    """A job queued inside a transaction on another database than the queue's, waiting to be moved to it.
+
+    Lives in the callers' databases, never in the queue's (JobsRouter); written and moved by plain SQL
+    (jobs.infrastructure.outbox). `id` is the id the job has in the queue; due time and deadline are fixed
+    at the enqueue, by the caller's database's clock.
+    """
+
+    id = models.UUIDField(primary_key=True)
+    queue = models.CharField(max_length=100)
+    handler = models.CharField(max_length=200)
+    payload = models.TextField()  # the JSON text enqueue checked
+    priority = models.IntegerField()
+    run_at = models.DateTimeField()
+    max_attempts = models.PositiveIntegerField()
+    account_id = models.BigIntegerField(null=True)
+    created_by_id = models.BigIntegerField(null=True)
+    unique_key = models.CharField(max_length=200, null=True)
+    expires_at = models.DateTimeField(null=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        app_label = "jobs"
+        db_table = "jobs_outbox"
+
+    def __str__(self) -> str:
+        return f"{self.handler} {self.id} (in the outbox)"
+
+
 class Schedule(models.Model):
     """A cron schedule: each tick enqueues one job, once, however many workers run."""
 

@@ -156,6 +156,16 @@ class JobStore:
     def notify(self, queues: Counter[str]) -> None:
         raise NotImplementedError
 
+    def holds(self, worker_id: str, job_id: UUID, attempt_number: int) -> bool:
+        """Whether this worker still holds this attempt of the job (running, its worker, its attempt)."""
+        return bool(
+            self._rows(
+                "SELECT 1 FROM jobs_job"
+                " WHERE id = %s AND attempt_number = %s AND status = 'running' AND worker_id = %s",
+                [self._id(job_id), attempt_number, worker_id],
+            )
+        )
+
     def describe(self, job_ids: Sequence[UUID]) -> list[tuple[UUID, str, dict[str, Any], str]]:
         """(id, handler, payload, error_message) of these jobs: the rare path of a dead letter."""
         if not job_ids:

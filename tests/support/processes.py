@@ -10,13 +10,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from django.db import connection
+from django.conf import settings
+from django.db import connections
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_database_url() -> str:
-    """The URL of the database this test run uses (pytest-django's test database)."""
+def test_database_url(alias: str = "default") -> str:  # noqa: PT028 - a helper, not a test
+    """The URL of a database this test run uses (pytest-django's test database for `alias`)."""
+    connection = connections[alias]
     s = connection.settings_dict
     if connection.vendor == "sqlite":
         return f"sqlite:///{s['NAME']}"
@@ -30,6 +32,8 @@ def test_database_url() -> str:
 
 def worker_env(**overrides: str) -> dict[str, str]:
     env = {**os.environ, "DATABASE_URL": test_database_url(), "PYTHONUNBUFFERED": "1", "DEBUG": "false"}
+    if "jobs" in settings.DATABASES:  # the queue in its own database: the worker uses its test database too
+        env["JOBS_DATABASE_URL"] = test_database_url("jobs")
     env.setdefault("SECRET_KEY", "test-secret-key-for-worker-processes")
     env.update({k: str(v) for k, v in overrides.items()})
     return env

@@ -31,6 +31,8 @@ from django.utils.dateparse import parse_datetime
 
 from contacts.infrastructure.store import COLUMNS as CONTACT_ROW
 from contacts.infrastructure.store import row_from_db as contact_row_from_db
+from jobs.infrastructure.database import is_split, queue_database
+from jobs.infrastructure.outbox import OutboxStore
 from workflows.domain.execution import COUNTED_FOR_LIMIT, ENDED, UNFINISHED, Execution, ExecutionStatus
 from workflows.infrastructure.models import ExecutionLog, WorkflowExecution
 
@@ -688,6 +690,8 @@ class RunStore:
         in it) joined to their job. Only runs unchanged since `older_than`: a move being committed right
         now is never second-guessed.
         """
+        if is_split():
+            return self._stranded_runs_apart(older_than=older_than, limit=limit)
         rows = self._rows(
             "SELECT e.id, e.next_job_id, coalesce(j.handler, ''), coalesce(j.status, 'missing'),"
             " coalesce(j.error_message, '')"
@@ -699,9 +703,54 @@ class RunStore:
         )
         return [(_id(run_id), _id(job_id), handler, status, error) for run_id, job_id, handler, status, error in rows]
 
+    def _stranded_runs_apart(self, *, older_than: datetime, limit: int) -> list[tuple[UUID, UUID, str, str, str]]:
+        """stranded_runs with the queue in its own database: the runs in flight, a page at a time, then their
+        jobs read from the queue's database by id; a job still in this database's outbox (committed, not
+        moved yet) is not missing."""
+        found: list[tuple[UUID, UUID, str, str, str]] = []
+        after: Any = None
+        queue = connections[queue_database()]
+        while len(found) < limit:
+            runs = self._rows(
+                f"SELECT e.id, e.next_job_id FROM {RUN_TABLE} e"
+                " WHERE e.status IN ('active', 'queued', 'waiting') AND e.next_job_id IS NOT NULL"
+                " AND e.updated_at < %s"
+                + (" AND e.id > %s" if after is not None else "")
+                + " ORDER BY e.id LIMIT 1000",
+                [self._prep(WorkflowExecution, "updated_at", older_than), *([after] if after is not None else [])],
+            )
+            if not runs:
+                break
+            after = runs[-1][0]
+            job_ids = [_id(job_id) for _run, job_id in runs]
+            with queue.cursor() as cursor:
+                cursor.execute(
+                    "SELECT id, handler, status, error_message FROM jobs_job WHERE id = ANY(%s::uuid[])", [job_ids]
+                )
+                jobs = {_id(i): (h, s, e) for i, h, s, e in cursor.fetchall()}
+            waiting = OutboxStore(self.connection).holding([j for j in job_ids if j not in jobs])
+            for run_id, job_id in runs:
+                job = jobs.get(_id(job_id))
+                if job is None and _id(job_id) not in waiting:
+                    found.append((_id(run_id), _id(job_id), "", "missing", ""))
+                elif job is not None and job[1] in ("dead", "failed", "cancelled"):
+                    found.append((_id(run_id), _id(job_id), job[0], job[1], job[2] or ""))
+        return found[:limit]
+
     def job_gave_up(self, job_id: UUID) -> bool:
         """Whether the job still stands given up (dead, failed, cancelled) or is gone; share-locked on
-        PostgreSQL, so an operator's retry of it commits before this answer or waits for our transaction."""
+        PostgreSQL, so an operator's retry of it commits before this answer or waits for our transaction.
+
+        With the queue in its own database the lock is taken there, in a transaction of its own that ends
+        with this answer: an operator's retry committed after it is then not seen (the run is failed though
+        its job runs again; that job then finds the run ended and does nothing)."""
+        if is_split():
+            if OutboxStore(self.connection).holding([job_id]):
+                return False
+            with connections[queue_database()].cursor() as cursor:
+                cursor.execute("SELECT status FROM jobs_job WHERE id = %s", [job_id])
+                rows = cursor.fetchall()
+            return not rows or rows[0][0] in ("dead", "failed", "cancelled")
         lock = " FOR SHARE" if self._for_update else ""
         rows = self._rows(
             f"SELECT status FROM jobs_job WHERE id = %s{lock}", [self._prep(WorkflowExecution, "next_job_id", job_id)]

@@ -4,7 +4,6 @@ import signal
 import time
 
 import pytest
-from django.db import connection
 
 from jobs.application.queue import JobSpec, enqueue, enqueue_many
 from jobs.domain.states import JobStatus
@@ -12,6 +11,7 @@ from jobs.models import Job
 from tests.factories import AccountFactory
 from tests.support.handlers import read_records
 from tests.support.processes import wait_until
+from tests.support.queue_db import connection  # the queue's database: its listener is the one cut
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

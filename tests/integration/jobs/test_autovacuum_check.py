@@ -1,9 +1,9 @@
 """The deploy check for autovacuum: the queue's tables must be vacuumed, with settings fit for a queue."""
 
 import pytest
-from django.db import connection
 
 from jobs.checks import autovacuum_problems, check_autovacuum
+from tests.support.queue_db import connection
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,6 @@ import time
 
 import psycopg
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from jobs.application.queue import JobSpec, enqueue, enqueue_many
@@ -15,6 +14,7 @@ from jobs.domain.states import JobStatus
 from jobs.infrastructure.store import Finished, get_store
 from jobs.models import Job, Lane
 from tests.factories import AccountFactory
+from tests.support.queue_db import connection
 
 LEASE = 60.0
 

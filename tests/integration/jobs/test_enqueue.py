@@ -4,18 +4,18 @@ import datetime as dt
 
 import psycopg
 import pytest
-from django.db import connection, transaction
 from django.utils import timezone
 
 from jobs.application.queue import InvalidJob, JobSpec, enqueue, enqueue_many
 from jobs.application.registry import UnknownHandler
 from jobs.domain.states import JobStatus
 from jobs.models import Job
+from tests.support.queue_db import atomic, connection
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_job_exists_if_the_enqueuing_transaction_commits():
-    with transaction.atomic():
+    with atomic():
         job = enqueue("log_message", {"message": "hi"})
     stored = Job.objects.get(pk=job.pk)
     assert stored.status == JobStatus.PENDING
@@ -29,7 +29,7 @@ def test_no_job_exists_if_the_enqueuing_transaction_rolls_back():
     class Boom(Exception):
         pass
 
-    with pytest.raises(Boom), transaction.atomic():
+    with pytest.raises(Boom), atomic():
         enqueue("log_message", {"message": "never"})
         enqueue_many([JobSpec("log_message", {"message": "never either"})])
         raise Boom
@@ -52,14 +52,14 @@ def _notifications(conn: psycopg.Connection, wait: float) -> list[str]:
 def test_workers_are_notified_at_commit_and_only_on_commit():
     listener = _listen(connection.get_connection_params())
     try:
-        with transaction.atomic():
+        with atomic():
             enqueue("log_message", {"message": "a"}, queue="mail")
             enqueue("log_message", {"message": "b"}, queue="mail")
             assert _notifications(listener, 0.2) == []  # nothing before commit
         # PostgreSQL folds identical notifications of one transaction into one.
         assert _notifications(listener, 1.0) == ["mail 1"]
 
-        with pytest.raises(ZeroDivisionError), transaction.atomic():
+        with pytest.raises(ZeroDivisionError), atomic():
             enqueue("log_message", {"message": "c"})
             1 / 0  # noqa: B018
         assert _notifications(listener, 0.3) == []

@@ -10,13 +10,13 @@ account touches, so that adding one is a decision, not an accident. bench/README
 import time
 
 import pytest
-from django.db import connection
 
 from jobs.application.queue import JobSpec, enqueue_many
 from jobs.domain.states import JobStatus
 from jobs.infrastructure.store import Finished, get_store, private_connection, store_for
 from jobs.models import Job
 from tests.factories import AccountFactory
+from tests.support.queue_db import connection
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 

@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from jobs.application import metrics
 from jobs.application.queue import enqueue
 from jobs.application.worker import Worker
+from jobs.infrastructure.database import queue_database
 from jobs.infrastructure.models import Job, MetricRefresh
 from jobs.infrastructure.store import get_store
 from tests.integration.workflows.support import make_workflow, run_due_jobs
@@ -169,7 +170,7 @@ def test_a_count_stuck_behind_a_lock_times_out_and_the_gauge_keeps_its_last_numb
     locked, release = threading.Event(), threading.Event()
 
     def hold_the_table():
-        other = connections.create_connection("default")
+        other = connections.create_connection(queue_database())
         try:
             with other.cursor() as cursor:
                 cursor.execute("BEGIN")

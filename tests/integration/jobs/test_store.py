@@ -7,7 +7,7 @@ import time
 import psycopg
 import pytest
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from jobs.application.queue import JobSpec, enqueue, enqueue_many
@@ -15,6 +15,7 @@ from jobs.domain.states import JobStatus
 from jobs.infrastructure.store import ClaimInsideTransaction, Finished, get_store
 from jobs.models import Job
 from tests.factories import AccountFactory
+from tests.support.queue_db import atomic, connection
 
 LEASE = 60.0
 
@@ -173,7 +174,7 @@ def test_due_jobs_are_found_in_every_priority_lane_among_jobs_due_later(store):
 
 def test_a_claim_refuses_to_run_inside_a_callers_transaction(store):
     enqueue("noop", {})
-    with pytest.raises(ClaimInsideTransaction), transaction.atomic():
+    with pytest.raises(ClaimInsideTransaction), atomic():
         store.claim("w", None, 1, LEASE)
     assert Job.objects.get().status == JobStatus.PENDING
 
