@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-from jobs.infrastructure.store import NewJob
+from jobs.infrastructure.store import NewJob, job_columns
 
 OUTBOX_CHANNEL = "relay_jobs_outbox"
 
@@ -86,20 +86,7 @@ class OutboxStore:
         """Write jobs to the outbox in the caller's open transaction; a worker is woken at its commit."""
         if not jobs:
             return
-        columns = [
-            [j.id for j in jobs],
-            [j.queue for j in jobs],
-            [j.handler for j in jobs],
-            [j.payload for j in jobs],
-            [j.priority for j in jobs],
-            [j.run_at for j in jobs],
-            [j.max_attempts for j in jobs],
-            [j.account_id for j in jobs],
-            [j.created_by_id for j in jobs],
-            [j.unique_key for j in jobs],
-            [j.expires_at for j in jobs],
-            [j.expires_in for j in jobs],
-        ]
+        columns = job_columns(jobs)
         with self.connection.cursor() as cursor:
             cursor.execute(PUT, columns)
 

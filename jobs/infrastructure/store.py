@@ -58,6 +58,24 @@ class NewJob:
     expires_in: float | None = None  # or: seconds from the insert, by the database's clock
 
 
+def job_columns(jobs: Sequence[NewJob]) -> list[list[Any]]:
+    """The jobs as one array per column, for an unnest() INSERT (the queue's, and the outbox's)."""
+    return [
+        [j.id for j in jobs],
+        [j.queue for j in jobs],
+        [j.handler for j in jobs],
+        [j.payload for j in jobs],
+        [j.priority for j in jobs],
+        [j.run_at for j in jobs],
+        [j.max_attempts for j in jobs],
+        [j.account_id for j in jobs],
+        [j.created_by_id for j in jobs],
+        [j.unique_key for j in jobs],
+        [j.expires_at for j in jobs],
+        [j.expires_in for j in jobs],
+    ]
+
+
 @dataclass(slots=True)
 class ClaimedJob:
     id: UUID
@@ -430,29 +448,11 @@ class PostgresJobStore(JobStore):
             j.expires_in,
         ]
 
-    @staticmethod
-    def _columns(jobs: Sequence[NewJob]) -> list[list[Any]]:
-        """The jobs as one array per column, for the unnest() of INSERT."""
-        return [
-            [j.id for j in jobs],
-            [j.queue for j in jobs],
-            [j.handler for j in jobs],
-            [j.payload for j in jobs],
-            [j.priority for j in jobs],
-            [j.run_at for j in jobs],
-            [j.max_attempts for j in jobs],
-            [j.account_id for j in jobs],
-            [j.created_by_id for j in jobs],
-            [j.unique_key for j in jobs],
-            [j.expires_at for j in jobs],
-            [j.expires_in for j in jobs],
-        ]
-
     def insert(self, jobs: Sequence[NewJob]) -> dict[UUID, UUID]:
         if len(jobs) == 1:
             inserted = {_uuid(row[0]) for row in self._rows(self.INSERT_ONE, self._values(jobs[0]))}
             return self._resolve_conflicts(jobs, inserted)
-        inserted = {_uuid(row[0]) for row in self._rows(self.INSERT, self._columns(jobs))}
+        inserted = {_uuid(row[0]) for row in self._rows(self.INSERT, job_columns(jobs))}
         return self._resolve_conflicts(jobs, inserted)
 
     def _resolve_conflicts(self, jobs: Sequence[NewJob], inserted: set[UUID]) -> dict[UUID, UUID]:
