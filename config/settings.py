@@ -173,6 +173,9 @@ JOB_DEAD_LETTER_RETENTION_DAYS = env.float("JOB_DEAD_LETTER_RETENTION_DAYS", def
 # The gauges of /metrics (jobs due, oldest due, dead letters, ...) are counted by one worker per this many
 # seconds across all workers; 0 switches the counts off.
 JOB_METRICS_INTERVAL = env.float("JOB_METRICS_INTERVAL", default=30.0)
+# The workers vacuum the queue's tables when autovacuum is off or late (jobs.domain.vacuum); False leaves it
+# to autovacuum or a cron job.
+JOB_VACUUM = env.bool("JOB_VACUUM", default=True)
 
 # --- Metrics (GET /metrics, Prometheus text) -------------------------------------
 # Answered only to a request carrying `Authorization: Bearer <METRICS_TOKEN>` and/or coming from an address

@@ -20,6 +20,7 @@ class QueueConfig:
     retention_days: float | None
     dead_letter_retention_days: float | None
     metrics_interval: float = 30.0  # seconds between gauge counts across all workers; 0: off
+    vacuum: bool = True  # the workers vacuum the queue's tables when autovacuum does not (jobs.domain.vacuum)
 
     @classmethod
     def from_settings(cls) -> QueueConfig:
@@ -38,6 +39,7 @@ class QueueConfig:
             retention_days=settings.JOB_RETENTION_DAYS,
             dead_letter_retention_days=settings.JOB_DEAD_LETTER_RETENTION_DAYS,
             metrics_interval=float(settings.JOB_METRICS_INTERVAL),
+            vacuum=bool(settings.JOB_VACUUM),
         )
 
     @property

@@ -54,6 +54,7 @@ ATTEMPTS = "relay_jobs_attempts_total"
 LEASE_EXPIRIES = "relay_jobs_lease_expiries_total"
 EXPIRED_JOBS = "relay_jobs_expired_total"
 PICKUP_LATENCY = "relay_jobs_pickup_latency_seconds"
+VACUUMS = "relay_jobs_vacuums_total"  # jobs.application.vacuum
 PICKUP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
 
@@ -340,6 +341,12 @@ register_counter(
     ATTEMPTS, "Attempts the workers recorded, by outcome (succeeded, retried, dead_lettered).", ("outcome",)
 )
 register_counter(LEASE_EXPIRIES, "Jobs whose lease passed (their worker died) and that were rescued.")
+register_counter(
+    VACUUMS,
+    "VACUUMs (kind=vacuum, with ANALYZE when due) and ANALYZEs the workers ran on the queue's tables because"
+    " autovacuum was off or late.",
+    ("table", "kind"),
+)
 register_counter(
     EXPIRED_JOBS, "Jobs dead-lettered as expired: not started before their deadline (no attempt was made)."
 )

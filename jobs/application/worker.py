@@ -35,12 +35,12 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db import Error as DatabaseError
 
-from jobs.application import limits, metrics, notifications, outbox
+from jobs.application import limits, metrics, notifications, outbox, vacuum
 from jobs.application.config import QueueConfig
 from jobs.application.context import JobContext, context_for
 from jobs.application.limits import repair_limits
@@ -202,6 +202,7 @@ class Worker:
         self._maintenance_thread: threading.Thread | None = None
         self._outbox_wake = threading.Event()  # set by a NOTIFY on a caller's database: outbox rows committed
         self._next_repair = 0.0  # monotonic: when the maintenance thread next repairs the accounts' limits
+        self._vacuuming: Any = None  # the connection a VACUUM runs on, cancelled at shutdown
         self._executors = [_Executor(i) for i in range(self.concurrency)]
 
     # --- the main thread ---------------------------------------------------------
@@ -227,6 +228,8 @@ class Worker:
         )
         self._maintenance_thread = threading.Thread(target=self._maintenance, name="maintenance", daemon=True)
         self._maintenance_thread.start()
+        if self.config.vacuum and not self.burst:
+            threading.Thread(target=self._keep_vacuumed, name="vacuum", daemon=True).start()
         for executor in self._executors:
             executor.thread = threading.Thread(
                 target=self._executor, args=(executor,), name=f"executor-{executor.index}", daemon=True
@@ -461,6 +464,8 @@ class Worker:
                 e.thread.join(1.0)
         for listener in self._listeners:
             listener.stop()
+        if self._vacuuming is not None:
+            _cancel_query(self._vacuuming)  # a VACUUM cancelled loses nothing; the next worker's pass does it again
         if self._maintenance_thread is not None:
             self._maintenance_thread.join(5.0)  # its pass in flight ends before this process lets go of the queue
         self._finish_leftovers(still_running=any(e.thread.is_alive() for e in self._executors))
@@ -504,6 +509,34 @@ class Worker:
 
     def _private_store(self, *, statement_seconds: float, lock_seconds: float) -> JobStore:
         return store_for(private_connection(self.using, statement_seconds=statement_seconds, lock_seconds=lock_seconds))
+
+    # --- vacuum thread --------------------------------------------------------------
+    def _keep_vacuumed(self) -> None:
+        """Vacuum the queue's tables, and the outboxes this worker moves, when autovacuum does not
+        (jobs.application.vacuum). On connections of its own with no statement timeout: a VACUUM of a big table
+        takes as long as it takes, and the worker's shutdown cancels it."""
+        targets = [(self.using, vacuum.QUEUE_TABLES)] + [(alias, vacuum.OUTBOX_TABLES) for alias in self._outboxes()]
+        own: dict[str, Any] = {}
+        while not self.stopping.is_set():
+            for alias, tables in targets:
+                if self.stopping.is_set():
+                    break
+                try:
+                    if alias not in own:
+                        own[alias] = private_connection(alias, statement_seconds=0, lock_seconds=QUEUE_LOCK_TIMEOUT)
+                    self._vacuuming = own[alias]
+                    vacuum.keep_vacuumed(own[alias], tables)
+                except Exception as exc:
+                    if not self.stopping.is_set():
+                        log.warning("could not vacuum the queue's tables on %s: %s", alias, format_error(exc))
+                    broken = own.pop(alias, None)
+                    if broken is not None:
+                        broken.close()
+                finally:
+                    self._vacuuming = None
+            self.stopping.wait(vacuum.CHECK_SECONDS)
+        for connection in own.values():
+            connection.close()
 
     # --- maintenance thread ---------------------------------------------------------
     def _maintenance(self) -> None:

@@ -39,3 +39,19 @@ def test_the_check_runs_with_deploy_only():
 def test_sqlite_has_nothing_to_vacuum_for_the_queue():
     if connection.vendor == "sqlite":
         assert autovacuum_problems() == []
+
+
+@pytest.mark.postgres
+def test_with_autovacuum_off_the_warning_says_whether_the_workers_vacuum_the_queue(settings):
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW autovacuum")
+        (server,) = cursor.fetchone()
+    if server == "on":
+        assert "jobs.W001" not in _ids()
+        return
+    settings.JOB_VACUUM = True
+    (warning,) = [p for p in autovacuum_problems() if p.id == "jobs.W001"]
+    assert "the workers vacuum the queue's own tables (JOB_VACUUM)" in warning.msg
+    settings.JOB_VACUUM = False
+    (warning,) = [p for p in autovacuum_problems() if p.id == "jobs.W001"]
+    assert "nothing vacuums the queue's tables" in warning.msg
