@@ -42,7 +42,14 @@ from workflows.admin_forms.summary import decision_words, step_lines, waiting_wo
 from workflows.admin_forms.workflow import EVENT_LABELS, WorkflowForm, goals_supported
 from workflows.application.errors import NotFound
 from workflows.application.previews import PreviewRefused, step_preview, step_send_test
-from workflows.application.runs.operating import RUN_OPERATIONS, cancel_run, pause_run, resume_run, retry_run
+from workflows.application.runs.operating import (
+    RUN_OPERATIONS,
+    Operator,
+    cancel_run,
+    pause_run,
+    resume_run,
+    retry_run,
+)
 from workflows.application.runs.starting import start_run
 from workflows.application.selectors import has_unpublished_changes, run_timeline, workflow_versions
 from workflows.application.stats import workflow_run_counts, workflow_step_counts
@@ -885,7 +892,8 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
 
     @admin.action(description="Retry selected failed runs (from the failed step)", permissions=["operate"])
     def retry_runs(self, request: HttpRequest, queryset: QuerySet[WorkflowExecution]) -> None:
-        self._apply(request, queryset, retry_run, "retried")
+        by = _operator(request)
+        self._apply(request, queryset, lambda **kwargs: retry_run(**kwargs, by=by), "retried")
 
     def _apply(self, request: HttpRequest, queryset: QuerySet[WorkflowExecution], service, verb: str) -> None:
         """Each run through the service; one message with how many changed, and why the others did not."""
@@ -925,10 +933,18 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
             self.message_user(request, "You may not change runs.", messages.ERROR)
             return HttpResponseRedirect(target)
         try:
-            operations[operation](execution_id=execution_id)
+            if operation == "retry":  # the run's history says who retried it (when that lifts the loop cap)
+                retry_run(execution_id=execution_id, by=_operator(request))
+            else:
+                operations[operation](execution_id=execution_id)
         except (IllegalExecutionTransition, NotFound) as exc:
             self.message_user(request, str(exc), messages.WARNING)
         else:
             done = {"pause": "paused", "resume": "resumed", "cancel": "cancelled", "retry": "retried"}[operation]
             self.message_user(request, f"Run {done}.", messages.SUCCESS)
         return HttpResponseRedirect(target)
+
+
+def _operator(request: HttpRequest) -> Operator:
+    """The admin user moving a run, as its history records them."""
+    return Operator(user_id=request.user.pk, via="admin", name=request.user.get_username())

@@ -160,4 +160,15 @@ def decision_words(decision: Mapping[str, Any]) -> str:
         return f"Goal met: “{decision.get('goal')}”{then}"
     if kind == "end":
         return "Ended the run here (ended by step)"
+    if kind == "retry":
+        by = decision.get("by") or {}
+        who = by.get("name") or (f"API token {by['prefix']}" if by.get("prefix") else "an operator")
+        at = _moment(decision.get("at"))
+        reset = decision.get("loop_cap_reset") or {}
+        return (
+            f"Retried by {who}"
+            + (f" at {at}" if at else "")
+            + f": the loop cap was lifted after {reset.get('steps_before')} steps,"
+            f" {reset.get('allowance')} more allowed{then}"
+        )
     return json.dumps(dict(decision), ensure_ascii=False)

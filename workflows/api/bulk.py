@@ -47,6 +47,7 @@ class BulkRunsView(ExecutionView):
             created_after=data.get("created_after"),
             created_before=data.get("created_before"),
             dry_run=dry_run,
+            by=self.operator,
         )
         return bulk_answer(outcome)
 

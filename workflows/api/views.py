@@ -51,7 +51,7 @@ from workflows.api.serializers import (
 )
 from workflows.application.errors import ContactNotFound
 from workflows.application.errors import NotFound as LookupNotFound
-from workflows.application.runs.operating import RUN_OPERATIONS
+from workflows.application.runs.operating import RUN_OPERATIONS, Operator, retry_run
 from workflows.application.runs.receiving import post_event
 from workflows.application.runs.starting import start_run
 from workflows.application.selectors import (
@@ -380,6 +380,11 @@ class ExecutionView(AccountView):
     write_permission = Permission.RUN_WORKFLOWS
     domain_errors = WORKFLOW_ERRORS
 
+    @property
+    def operator(self) -> Operator:
+        """Who moves a run through the API, as its history records them: the token's user and prefix."""
+        return Operator(user_id=self.caller.user_id, via="api", prefix=self.caller.token_prefix)
+
 
 class ExecutionListView(ExecutionView):
     filters = FilterSet(
@@ -434,7 +439,10 @@ class ExecutionMoveView(ExecutionView):
     action: str = ""
 
     def post(self, request: Request, execution_id: UUID) -> Response:
-        run = RUN_OPERATIONS[self.action](execution_id=execution_id, account_id=self.account_id)
+        if self.action == "retry":  # the run's history says who retried it (when that lifts the loop cap)
+            run = retry_run(execution_id=execution_id, account_id=self.account_id, by=self.operator)
+        else:
+            run = RUN_OPERATIONS[self.action](execution_id=execution_id, account_id=self.account_id)
         return Response(ExecutionOut(run).data)
 
 
@@ -463,5 +471,8 @@ ExecutionResumeView = _run_move_view(
 )
 ExecutionCancelView = _run_move_view("cancel", "Cancel a run", "From any unfinished state; it never runs another step.")
 ExecutionRetryView = _run_move_view(
-    "retry", "Retry a failed run", "A failed run starts again from the step that failed, with fresh attempts."
+    "retry",
+    "Retry a failed run",
+    "A failed run starts again from the step that failed, with fresh attempts. A run the loop cap failed goes on "
+    "from the step it was capped at with a fresh allowance of steps; its logs record who retried it and when.",
 )

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 from jobs.application.operations import BulkOutcome
 from workflows.application.errors import NotFound
-from workflows.application.runs.operating import RUN_OPERATIONS
+from workflows.application.runs.operating import RUN_OPERATIONS, Operator, retry_run
 from workflows.domain.errors import IllegalExecutionTransition
 from workflows.domain.execution import OPERATOR_MOVES
 from workflows.infrastructure.models import WorkflowExecution
@@ -32,9 +33,15 @@ def runs_bulk_move(
     created_before: datetime | None = None,
     dry_run: bool = False,
     batch_size: int = BATCH,
+    by: Operator | None = None,
 ) -> BulkOutcome:
+    """`by`: who asked, for the history of the runs a retry lifts the loop cap of."""
     allowed_from = OPERATOR_MOVES[operation]
-    move: Callable[..., object] = RUN_OPERATIONS[operation]
+    operate: Callable[..., object] = RUN_OPERATIONS[operation]
+
+    def move(**kwargs: Any) -> object:
+        return retry_run(**kwargs, by=by) if operation == "retry" else operate(**kwargs)
+
     query = WorkflowExecution.objects.filter(account_id=account_id)
     for field, value in (("status", status), ("workflow_id", workflow_id), ("contact_id", contact_id)):
         if value is not None:

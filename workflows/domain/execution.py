@@ -147,8 +147,12 @@ class MoveKind(Enum):
     END_WAIT = "end_wait"  # queue a `workflow_resume` job due at resume_at
 
 
-MAX_STEP_VISITS = 1000  # steps one run may go through: a loop (which must wait) cannot cycle forever
+MAX_STEP_VISITS = 1000  # steps one run may go through unattended: a loop (which must wait) cannot cycle forever
 LOOP_CAPPED = "loop_capped"
+# In a run's context: how many steps it had gone through when an operator last retried it past the loop cap.
+# The cap counts the steps since then, so each retry of a capped run allows MAX_STEP_VISITS more, and only an
+# operator's retry moves it (`Execution.retry`).
+VISITS_ALLOWED_FROM = "visits_allowed_from"
 
 
 @dataclass(frozen=True)
@@ -406,9 +410,32 @@ class Execution:
         self._move(ExecutionStatus.CANCELLED, "cancel")
         self._ended(now)
 
+    @property
+    def loop_capped(self) -> bool:
+        """It failed because it reached the loop cap (and nothing else failed it since)."""
+        return self.status is ExecutionStatus.FAILED and self.last_error_category == LOOP_CAPPED
+
+    @property
+    def steps_counted(self) -> int:
+        """The steps the loop cap counts: those finished since an operator last lifted the cap."""
+        done = self.context.get("step_keys")
+        if not isinstance(done, list):
+            return 0  # runs from before the graph: their steps are in order, no loop to cap
+        since = self.context.get(VISITS_ALLOWED_FROM, 0)
+        return len(done) - (since if isinstance(since, int) else 0)
+
     def retry(self, now: datetime) -> NextMove:
-        """Manual retry of a failed run: start again from the step that failed, with fresh attempts."""
+        """Manual retry of a failed run: start again from the step that failed, with fresh attempts.
+
+        A run the loop cap failed starts again at the step it was about to go to, with a fresh allowance of
+        MAX_STEP_VISITS steps: the cap bounds one unattended stretch, and the operator's retry is a decision
+        to let it go on. This is the only move that lifts the cap.
+        """
         self._require_move("retry")
+        if self.loop_capped:
+            done = self.context.get("step_keys")
+            self.context[VISITS_ALLOWED_FROM] = len(done) if isinstance(done, list) else 0
+            self.context_changed = True
         self._move(ExecutionStatus.QUEUED, "retry")
         self.manual_retries += 1
         self.retry_count = 0
@@ -442,8 +469,7 @@ class Execution:
         if self.is_finished_with_steps:
             self.current_step_key = ""
             return True
-        done = self.context.get("step_keys")
-        if isinstance(done, list) and to is not None and len(done) >= MAX_STEP_VISITS:
+        if to is not None and self.steps_counted >= MAX_STEP_VISITS:
             self.last_error = (
                 f"the run went through {MAX_STEP_VISITS} steps: a loop is capped so a run cannot cycle forever"
             )

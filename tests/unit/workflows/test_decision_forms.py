@@ -220,3 +220,16 @@ def test_each_decision_of_the_log_reads_as_a_sentence():
     assert decision_words({"kind": "timeout"}) == "Timed out: it did not happen in time: on the timed-out path"
     assert decision_words({"kind": "goal", "goal": "Bought", "next": "$end"}) == "Goal met: “Bought”: the run ended"
     assert decision_words({"kind": "end"}) == "Ended the run here (ended by step)"
+    retry = {
+        "kind": "retry",
+        "by": {"user_id": 3, "via": "admin", "name": "ada"},
+        "at": "2026-12-01T14:05:03+00:00",
+        "loop_cap_reset": {"steps_before": 1000, "allowance": 1000},
+        "next": "check",
+    }
+    assert decision_words(retry) == (
+        "Retried by ada at 1 Dec 2026, 14:05:03 UTC: the loop cap was lifted after 1000 steps, 1000 more allowed"
+        " → “check”"
+    )
+    by_api = {**retry, "by": {"user_id": 3, "via": "api", "prefix": "rk_ab12"}}
+    assert decision_words(by_api).startswith("Retried by API token rk_ab12 at")

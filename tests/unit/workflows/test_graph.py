@@ -275,3 +275,68 @@ def test_a_loop_is_capped():
     run.step_succeeded(now, {}, Goto(0, "a"))
     assert run.status is ExecutionStatus.FAILED
     assert "a loop is capped" in run.last_error
+
+
+def _loop_until_capped(run, now) -> int:
+    """Go round a one-step loop until the cap fails the run; returns how many steps it finished."""
+    finished = 0
+    while run.status is not ExecutionStatus.FAILED:
+        run.begin_step(now)
+        run.step_succeeded(now, {}, Goto(0, "a"))
+        finished += 1
+    return finished
+
+
+def test_an_operator_s_retry_of_a_capped_run_gives_it_a_fresh_allowance():
+    """The cap bounds one unattended stretch: the retry goes on at the step it was capped at, and may take
+    MAX_STEP_VISITS steps again before the cap stops it once more."""
+    from django.utils import timezone
+
+    from workflows.domain.execution import LOOP_CAPPED, MoveKind
+
+    now = timezone.now()
+    run, _ = Execution.start(step_count=2, trigger_data={}, first_key="a")
+    assert _loop_until_capped(run, now) == MAX_STEP_VISITS
+    assert run.last_error_category == LOOP_CAPPED
+    assert run.loop_capped
+    assert (run.current_step_index, run.current_step_key) == (0, "a")  # where it was going when capped
+
+    move = run.retry(now)
+    assert move.kind is MoveKind.RUN_STEP
+    assert run.status is ExecutionStatus.QUEUED
+    assert (run.current_step_index, run.current_step_key) == (0, "a")
+    assert run.steps_counted == 0
+    assert len(run.context["step_keys"]) == MAX_STEP_VISITS  # its path and results are kept
+
+    assert _loop_until_capped(run, now) == MAX_STEP_VISITS  # a fresh allowance, and no more
+    assert run.loop_capped
+    assert len(run.context["step_keys"]) == 2 * MAX_STEP_VISITS
+
+
+def test_nothing_but_an_operator_s_retry_lifts_the_cap():
+    """The engine's own moves (a goal's jump, a wait's end, a step's retry) count every step since the last
+    lift; a retry of a run that failed for another reason lifts nothing."""
+    from django.utils import timezone
+
+    from workflows.domain.execution import VISITS_ALLOWED_FROM
+
+    now = timezone.now()
+    run, _ = Execution.start(step_count=2, trigger_data={}, first_key="a")
+    for _ in range(MAX_STEP_VISITS - 1):
+        run.begin_step(now)
+        run.step_succeeded(now, {}, Goto(0, "a"))
+    run.begin_step(now)
+    run.step_failed(now, error="ValidationFailure: bad", category="validation", retry_delay=None)
+    assert run.status is ExecutionStatus.FAILED
+    assert not run.loop_capped
+    run.retry(now)
+    assert VISITS_ALLOWED_FROM not in run.context
+    assert run.steps_counted == MAX_STEP_VISITS - 1
+    run.begin_step(now)
+    run.step_succeeded(now, {}, Goto(0, "a"))  # the 1,000th step: the move after it is capped
+    assert run.loop_capped
+
+    capped, _ = Execution.start(step_count=2, trigger_data={}, first_key="a")
+    _loop_until_capped(capped, now)
+    capped.context[VISITS_ALLOWED_FROM] = "0"  # a context tampered with lifts nothing
+    assert capped.steps_counted == MAX_STEP_VISITS

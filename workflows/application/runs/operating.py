@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
 from uuid import UUID
 
 from django.db import transaction
@@ -24,10 +26,11 @@ from django.utils import timezone
 
 from jobs.application.operations import cancel_pending_jobs
 from kernel.failures import truncate
+from workflows.application.definitions import load_version
 from workflows.application.errors import ExecutionNotFound
 from workflows.application.runs.moves import cancel_next_job, enact, run_id
 from workflows.application.runs.waiting import has_recorded_event, waiting_step
-from workflows.domain.execution import Execution, ExecutionStatus
+from workflows.domain.execution import MAX_STEP_VISITS, Execution, ExecutionStatus
 from workflows.infrastructure.models import WorkflowExecution
 from workflows.infrastructure.store import RunRow, RunStore
 from workflows.infrastructure.waits import WaitStore
@@ -74,9 +77,74 @@ def cancel_run(*, execution_id: UUID | str, account_id: int | None = None) -> Wo
     return _operate(execution_id, account_id, cancel)
 
 
-def retry_run(*, execution_id: UUID | str, account_id: int | None = None) -> WorkflowExecution:
-    """A FAILED run starts again from the step that failed, with fresh attempts."""
-    return _operate(execution_id, account_id, lambda row, run: enact(row, run, run.retry(timezone.now())))
+@dataclass(frozen=True)
+class Operator:
+    """Who moved a run by hand, as its history records them: a person in the admin, or an API token's user.
+
+    An API token is named by its prefix (what the token lists show), never by the token; the keys avoid the
+    words the redaction rule masks (`token`, `secret` ...), so the record reads the same everywhere it shows.
+    """
+
+    user_id: int | None
+    via: str  # "admin" or "api"
+    name: str = ""  # the admin user's username
+    prefix: str = ""  # the API token's prefix
+
+    def as_dict(self) -> dict[str, Any]:
+        shown: dict[str, Any] = {"user_id": self.user_id, "via": self.via}
+        if self.name:
+            shown["name"] = self.name
+        if self.prefix:
+            shown["prefix"] = self.prefix
+        return shown
+
+
+def retry_run(
+    *, execution_id: UUID | str, account_id: int | None = None, by: Operator | None = None
+) -> WorkflowExecution:
+    """A FAILED run starts again from the step that failed, with fresh attempts.
+
+    A run the loop cap failed goes on from the step it was capped at, with a fresh allowance of steps
+    (`Execution.retry`); its history gets a row saying who lifted the cap, when, and after how many steps.
+    """
+
+    def retry(row: RunRow, run: Execution) -> None:
+        now = timezone.now()
+        capped, counted = run.loop_capped, run.steps_counted
+        enact(row, run, run.retry(now))
+        if capped:
+            RunStore().insert_log(**_cap_lifted(row, by, counted, now))
+            log.info("run %s: loop cap lifted by %s after %s steps", row.id, by.as_dict() if by else "?", counted)
+
+    return _operate(execution_id, account_id, retry)
+
+
+def _cap_lifted(row: RunRow, by: Operator | None, counted: int, now: datetime) -> dict[str, Any]:
+    """The history's row for a retry that lifted the loop cap, at the step the run goes on from."""
+    steps = load_version(row.version_id).definition.steps
+    step = steps[min(row.current_step_index, len(steps) - 1)]
+    decision = {
+        "kind": "retry",
+        "by": by.as_dict() if by is not None else {"user_id": None, "via": "unknown"},
+        "at": now.isoformat(),
+        "loop_cap_reset": {"steps_before": counted, "allowance": MAX_STEP_VISITS},
+        "next": step.key,
+    }
+    return {
+        "execution_id": row.id,
+        "step_index": step.index,
+        "step_key": step.key,
+        "step_name": step.label,
+        "action_type": step.action_type.value,
+        "attempt_number": 1,
+        "outcome": "skipped",  # not an attempt of the step: the step itself runs next, with fresh attempts
+        "started_at": now,
+        "duration_ms": 0,
+        "error_category": "",
+        "error_details": "",
+        "response_data": {},
+        "decision": decision,
+    }
 
 
 # What an operator may do to a run, by the name the API's and the admin's actions use.
