@@ -29,6 +29,7 @@ from kernel.failures import LeaseLost, format_error
 from workflows.application.actions import executor_for
 from workflows.application.definitions import load_version
 from workflows.application.errors import ExecutionNotFound
+from workflows.application.runs.goals import listening_read_once
 from workflows.application.runs.moves import holds, next_job, remember_next_job, run_id
 from workflows.application.runs.stepping import (
     Attempt,
@@ -112,7 +113,7 @@ def _runnable(
 def _run_internal_steps(store: RunStore, candidates: list[tuple[UUID, int, BatchItem]]) -> list[BatchItem]:
     now = timezone.now()
     try:
-        with transaction.atomic(durable=True):
+        with transaction.atomic(durable=True), listening_read_once():
             found, contact_rows = store.lock_runs_with_contacts(
                 [execution_id for execution_id, _index, _item in candidates]
             )

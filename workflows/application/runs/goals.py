@@ -15,13 +15,17 @@
 3. A step job that finds a goal met before it starts its step carries out the
    goal instead (`pending_goal`): no later step starts, however the jobs race.
 
-Only accounts with a published version that has goals or waits look (one
-cached answer per account: `account_listens`).
+Only accounts with a published version that has goals or waits look
+(`account_listens`: read in the event's transaction unless a worker already
+knows the account listens).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -29,6 +33,7 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Count, Q
 from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 
@@ -49,33 +54,62 @@ from workflows.infrastructure.waits import WaitStore
 log = logging.getLogger("relay.workflows")
 
 GOAL_HANDLER = "workflow_goal"
-_LISTENS_KEY = ("$listens", None)  # the trigger cache's entry for "does this account have waits or goals"
-_GOALS_KEY = ("$goals", None)  # ... and for "does it have goals"
+_LISTENS_KEY = ("$listens", None)  # the trigger cache's entry for "this account has waits or goals" (yes only)
+_GOALS_KEY = ("$goals", None)  # ... and for "it has goals" (yes only)
 _YES = [(0, UUID(int=0))]
+
+# While a batch of steps runs in one transaction (runs.batches): each account's answer, read once for it.
+_read_in_this_batch: ContextVar[dict[int, tuple[bool, bool]] | None] = ContextVar("listening_answers", default=None)
 
 
 def account_listens(account_id: int) -> bool:
     """Whether any published version of the account's workflows waits for events or has goals.
 
-    Kept in the trigger cache (dropped when the account publishes, at most WORKFLOW_TRIGGER_CACHE_MAX_AGE
-    seconds old), so an account without either pays nothing on each event.
+    Asked on every event, and a wrong "no" would be silent and final (a waiting run misses its event and
+    takes its timeout's path; a goal is not met), so "no" is never taken from a cache: it is read in the
+    event's own transaction (one indexed statement, once per account in a batch of steps). "Yes" is kept in
+    the trigger cache: an account keeps its published versions, and a stale "yes" (its last such workflow
+    deleted) only costs the exact lookups that follow.
     """
-
-    def load() -> list[tuple[int, UUID]]:
-        found = WorkflowVersion.objects.filter(workflow__account_id=account_id, listens=True).exists()
-        return _YES if found else []
-
-    return bool(trigger_cache.lookup(account_id, _LISTENS_KEY, load))
+    if trigger_cache.trusted() and trigger_cache.get(account_id, _LISTENS_KEY)[0]:
+        return True
+    return _listening(account_id)[0]
 
 
 def account_has_goals(account_id: int) -> bool:
-    """Whether any published version of the account's workflows has goals (cached as `account_listens`)."""
+    """Whether any published version of the account's workflows has goals (read as `account_listens`)."""
+    if trigger_cache.trusted() and trigger_cache.get(account_id, _GOALS_KEY)[0]:
+        return True
+    return _listening(account_id)[1]
 
-    def load() -> list[tuple[int, UUID]]:
-        found = WorkflowVersion.objects.filter(workflow__account_id=account_id, listens=True).exclude(goals=[])
-        return _YES if found.exists() else []
 
-    return bool(trigger_cache.lookup(account_id, _GOALS_KEY, load))
+@contextmanager
+def listening_read_once() -> Iterator[None]:
+    """Inside one transaction that carries out many steps: read each account's answer once, not per event."""
+    token = _read_in_this_batch.set({})
+    try:
+        yield
+    finally:
+        _read_in_this_batch.reset(token)
+
+
+def _listening(account_id: int) -> tuple[bool, bool]:
+    """(waits or goals, goals) as the database says now; the yeses are kept in the trigger cache."""
+    batch = _read_in_this_batch.get()
+    if batch is not None and account_id in batch:
+        return batch[account_id]
+    _, generation = trigger_cache.get(account_id, _LISTENS_KEY)
+    versions = WorkflowVersion.objects.filter(workflow__account_id=account_id, listens=True)
+    found = versions.aggregate(listens=Count("pk"), goals=Count("pk", filter=~Q(goals=[])))
+    answer = (bool(found["listens"]), bool(found["goals"]))
+    if trigger_cache.trusted():
+        if answer[0]:
+            trigger_cache.put(account_id, _LISTENS_KEY, _YES, generation)
+        if answer[1]:
+            trigger_cache.put(account_id, _GOALS_KEY, _YES, generation)
+    if batch is not None:
+        batch[account_id] = answer
+    return answer
 
 
 @dataclass(frozen=True)
