@@ -36,6 +36,26 @@ HERE = Path(__file__).resolve().parent.parent
 SERVER = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432")
 
 
+# Every 10 ms until SIGTERM: what this database's active statements (other than its own) wait for, by wait
+# event ("running": on the CPU). "Lock:advisory" is the claims' own serialization; "Lock:tuple" or
+# "Lock:transactionid" would be a row lock held by another transaction, e.g. a purge's.
+WAIT_SAMPLER = """
+import collections, json, signal, sys, time, psycopg
+conn = psycopg.connect(sys.argv[1], autocommit=True)
+n = collections.Counter()
+signal.signal(signal.SIGTERM, lambda *a: (print(json.dumps(dict(n.most_common()))), sys.exit(0)))
+while True:
+    for kind, count in conn.execute(
+        "SELECT coalesce(wait_event_type || ':' || wait_event, 'running'), count(*) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND backend_type = 'client backend' AND state = 'active'"
+        " AND pid <> pg_backend_pid() GROUP BY 1"
+    ):
+        n[kind] += count
+    n["samples"] += 1
+    time.sleep(0.01)
+"""
+
+
 def pct(values: list[float], p: float) -> float:
     values = sorted(values)
     k = (len(values) - 1) * p / 100
@@ -179,8 +199,9 @@ class Bench:
             "drain_wall_s": round(now - launched, 2),
         }
 
-    def pickup(self, tag: str, *, during=None) -> dict:
-        """W2's method; `during` (a callable) runs in a thread once the workers are idle."""
+    def pickup(self, tag: str, *, during=None, sample: bool = False) -> dict:
+        """W2's method; `during` (a callable) runs in a thread once the workers are idle. `sample`: what this
+        database's active statements wait for, every 10 ms, over the window (WAIT_SAMPLER)."""
         from django.db import connection
 
         from jobs.application.queue import enqueue
@@ -210,6 +231,11 @@ class Bench:
                 side = threading.Thread(target=during, daemon=True)
                 side.start()
                 time.sleep(0.5)
+            watch = None
+            if sample:
+                watch = subprocess.Popen(
+                    [sys.executable, "-c", WAIT_SAMPLER, self.url], stdout=subprocess.PIPE, text=True
+                )
             committed = {}
             base = time.time()
             for i in range(self.args.count):
@@ -222,6 +248,9 @@ class Bench:
             while not all(i in seen() for i in range(self.args.count)) and time.time() < deadline:
                 time.sleep(0.1)
             side_running = side is not None and side.is_alive()
+            if watch is not None:
+                watch.terminate()
+                waits = json.loads(watch.communicate(timeout=10)[0])
         finally:
             self.stop_workers(workers)
             connection.close()
@@ -235,6 +264,8 @@ class Bench:
             "p99_ms": round(pct(lats, 99), 2),
             "max_ms": round(max(lats), 2),
         }
+        if sample:
+            out["waits_sampled"] = waits
         if during is not None:
             out["side_task_still_running_at_end"] = side_running
             if side is not None:
@@ -351,8 +382,8 @@ class Bench:
             deleted, seconds = done.stdout.split()[-2:]
             timing.update(deleted=int(deleted), purge_s=float(seconds))
 
-        before = self.pickup("before-purge")
-        during = self.pickup("during-purge", during=run_purge)
+        before = self.pickup("before-purge", sample=True)
+        during = self.pickup("during-purge", during=run_purge, sample=True)
         return {"rows": self.args.rows, "before": before, "during": during, **timing, "worker_vacuums": self.vacuums()}
 
 
