@@ -42,16 +42,6 @@ def own():
     conn.close()
 
 
-@pytest.fixture
-def no_autovacuum():
-    """jobs_job as on a server with autovacuum off, whatever this one's setting (so autovacuum cannot step in)."""
-    with connection.cursor() as cursor:
-        cursor.execute("ALTER TABLE jobs_job SET (autovacuum_enabled = false)")
-    yield
-    with connection.cursor() as cursor:
-        cursor.execute("ALTER TABLE jobs_job RESET (autovacuum_enabled)")
-
-
 def test_a_table_over_autovacuums_trigger_is_vacuumed_and_analyzed_then_left_alone(own, no_autovacuum):
     _churn(3000)
     wait_until(lambda: _stats("jobs_job")[0] >= 6000, 15, "the churn's dead rows in the statistics")
