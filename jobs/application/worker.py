@@ -517,6 +517,7 @@ class Worker:
         takes as long as it takes, and the worker's shutdown cancels it."""
         targets = [(self.using, vacuum.QUEUE_TABLES)] + [(alias, vacuum.OUTBOX_TABLES) for alias in self._outboxes()]
         own: dict[str, Any] = {}
+        passes = vacuum.QueueVacuum()
         while not self.stopping.is_set():
             for alias, tables in targets:
                 if self.stopping.is_set():
@@ -525,7 +526,7 @@ class Worker:
                     if alias not in own:
                         own[alias] = private_connection(alias, statement_seconds=0, lock_seconds=QUEUE_LOCK_TIMEOUT)
                     self._vacuuming = own[alias]
-                    vacuum.keep_vacuumed(own[alias], tables)
+                    passes.keep_vacuumed(own[alias], tables)
                 except Exception as exc:
                     if not self.stopping.is_set():
                         log.warning("could not vacuum the queue's tables on %s: %s", alias, format_error(exc))
