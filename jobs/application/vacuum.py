@@ -4,7 +4,8 @@ Every worker runs one pass every CHECK_SECONDS on a connection of its own (a VAC
 minutes, and must not hold up lease rescue or cron): it reads the statistics of the queue's tables and of the
 outboxes it moves, and vacuums (or analyzes) those over autovacuum's trigger that autovacuum has left alone.
 Two workers that decide at once do not both work: VACUUM (SKIP_LOCKED) returns at once on a table another
-vacuum holds. JOB_VACUUM = False leaves it all to autovacuum or the operator's cron.
+vacuum holds. Other apps add their own churning tables (`register_tables`: the workflow engine's runs and
+waits). JOB_VACUUM = False leaves it all to autovacuum or the operator's cron.
 """
 
 from __future__ import annotations
@@ -22,6 +23,29 @@ log = logging.getLogger("relay.jobs")
 CHECK_SECONDS = 5.0  # between two reads of the statistics (a read of a few rows in shared memory)
 QUEUE_TABLES = ("jobs_job", "jobs_lane")  # in the queue's database
 OUTBOX_TABLES = ("jobs_outbox",)  # in each database whose outbox the workers move (JOBS_DATABASE)
+
+
+_registered: dict[str, tuple[str, ...]] = {}  # database alias -> other apps' churning tables
+
+
+def register_tables(alias: str, tables: Sequence[str]) -> None:
+    """Tables of other apps that churn with the queue's work (the engine's runs and waits: updated at every
+    step, inserted and deleted per wait), vacuumed by the workers the same way. From an AppConfig.ready()."""
+    _registered[alias] = tuple(dict.fromkeys(_registered.get(alias, ()) + tuple(tables)))
+
+
+def tables_to_keep(queue_alias: str, outbox_aliases: Sequence[str]) -> list[tuple[str, tuple[str, ...]]]:
+    """(database alias, tables) a worker keeps vacuumed: the queue's, the outboxes it moves, the registered
+    ones; PostgreSQL databases only."""
+    from django.db import connections
+
+    targets: dict[str, tuple[str, ...]] = {queue_alias: QUEUE_TABLES}
+    for alias in outbox_aliases:
+        targets[alias] = targets.get(alias, ()) + OUTBOX_TABLES
+    for alias, tables in _registered.items():
+        if alias in connections.settings:
+            targets[alias] = targets.get(alias, ()) + tables
+    return [(alias, tables) for alias, tables in targets.items() if connections[alias].vendor == "postgresql"]
 
 
 class QueueVacuum:

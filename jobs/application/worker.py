@@ -512,10 +512,10 @@ class Worker:
 
     # --- vacuum thread --------------------------------------------------------------
     def _keep_vacuumed(self) -> None:
-        """Vacuum the queue's tables, and the outboxes this worker moves, when autovacuum does not
-        (jobs.application.vacuum). On connections of its own with no statement timeout: a VACUUM of a big table
-        takes as long as it takes, and the worker's shutdown cancels it."""
-        targets = [(self.using, vacuum.QUEUE_TABLES)] + [(alias, vacuum.OUTBOX_TABLES) for alias in self._outboxes()]
+        """Vacuum the queue's tables, the outboxes this worker moves and the tables other apps registered, when
+        autovacuum does not (jobs.application.vacuum). On connections of its own with no statement timeout: a
+        VACUUM of a big table takes as long as it takes, and the worker's shutdown cancels it."""
+        targets = vacuum.tables_to_keep(self.using, self._outboxes())
         own: dict[str, Any] = {}
         passes = vacuum.QueueVacuum()
         while not self.stopping.is_set():

@@ -105,3 +105,11 @@ def test_a_vacuum_an_open_transaction_holds_back_is_not_repeated_until_later(own
     wait_until(lambda: passes.keep_vacuumed(own, ["jobs_job"]), 10, "the VACUUM after the wait")
     assert _stats("jobs_job")[0] < 100  # the report is gone: now it cleans
     assert passes.keep_vacuumed(own, ["jobs_job"]) == []
+
+
+def test_the_workers_keep_the_engines_churning_tables_too():
+    from jobs.application.vacuum import tables_to_keep
+
+    targets = dict(tables_to_keep(queue_database(), []))
+    assert {"jobs_job", "jobs_lane"} <= set(targets[queue_database()])
+    assert {"workflows_workflowexecution", "workflows_eventwait"} <= set(targets["default"])  # workflows' ready()
