@@ -30,6 +30,8 @@ class TableActivity:
     analyze_scale_factor: float
     autovacuum_on: bool  # the server's autovacuum and track_counts, and the table's autovacuum_enabled
     may_vacuum: bool = True  # this role owns the table (VACUUM skips a table it does not own)
+    cost_delay_ms: float = 2.0  # autovacuum's throttle for this table, which the workers' VACUUM applies too
+    cost_limit: int = 200
 
     @property
     def vacuum_trigger(self) -> float:
@@ -58,6 +60,12 @@ class VacuumPolicy:
             and activity.changed_since_analyze > activity.analyze_trigger
             and self._autovacuum_is_late(activity, activity.seconds_since_analyze)
         )
+
+    def retry_after(self, ineffective: int, first: float) -> float:
+        """A VACUUM that left its table over the trigger was held back by an open transaction (its snapshot
+        still sees the dead rows): another one now would scan the same pages for nothing. Wait `first`,
+        doubling each time it happens again, at most `grace_seconds`."""
+        return min(self.grace_seconds, first * 2 ** max(ineffective - 1, 0))
 
     def _autovacuum_is_late(self, activity: TableActivity, seconds_since: float | None) -> bool:
         if not activity.autovacuum_on or seconds_since is None:
