@@ -51,11 +51,7 @@ class FreezingProxy:
         with self._lock:
             self._closed = True
             sockets, self._sockets = self._sockets, []
-        for sock in [self._server, *sockets]:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)  # wakes a pump blocked in recv, and ends the server's session
-            with contextlib.suppress(OSError):
-                sock.close()
+        _end(self._server, *sockets)
 
     def _accept(self) -> None:
         while not self._closed:
@@ -95,10 +91,18 @@ class FreezingProxy:
         except OSError:
             pass
         finally:
-            for sock in (source, target):
-                with contextlib.suppress(OSError):
-                    sock.close()
+            _end(source, target)
 
     def _is_frozen(self, packet: bytes) -> bool:
         with self._lock:
             return any(marker in packet for marker in self._frozen)
+
+
+def _end(*sockets: socket.socket) -> None:
+    """Shut down, then close: a bare close() of a socket another thread is blocked reading defers the close
+    until that read returns, so neither end would ever hear of it."""
+    for sock in sockets:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):
+            sock.close()
