@@ -220,3 +220,28 @@ def test_each_decision_of_the_log_reads_as_a_sentence():
     assert decision_words({"kind": "timeout"}) == "Timed out: it did not happen in time: on the timed-out path"
     assert decision_words({"kind": "goal", "goal": "Bought", "next": "$end"}) == "Goal met: “Bought”: the run ended"
     assert decision_words({"kind": "end"}) == "Ended the run here (ended by step)"
+
+
+def test_every_field_the_builder_offers_to_watch_is_one_the_api_accepts():
+    """The builder's field list and the API's check of `match.field` agree (workflows.domain.waits)."""
+    from workflows.domain.validation import ValidationContext
+    from workflows.domain.workflow import parse_steps
+
+    context = ValidationContext(
+        check_template=lambda source: None,
+        contact_fields=frozenset({"email", "phone", "first_name", "last_name"}),
+        check_watched_fields=True,
+    )
+    form = bound("wait_for_event", {"event": "contact.updated", "timeout_amount": "1", "on_timeout": "reminder"})
+    offered = [value for _group, choices in form.fields["contact_field"].choices[1:] for value, _label in choices]
+    assert "custom_fields.plan" in offered
+    for field in offered:
+        form = bound(
+            "wait_for_event",
+            {"event": "contact.updated", "contact_field": field, "timeout_amount": "1", "on_timeout": "$end"},
+        )
+        assert form.is_valid(), form.errors
+        config = form.to_config()
+        assert config["match"] == {"field": field}
+        (step,) = parse_steps([{"action_type": "wait_for_event", "config": config}], context)
+        assert step.config.match == {"field": field}
