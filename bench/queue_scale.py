@@ -36,6 +36,26 @@ HERE = Path(__file__).resolve().parent.parent
 SERVER = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432")
 
 
+# Every 10 ms until SIGTERM: what this database's active statements (other than its own) wait for, by wait
+# event ("running": on the CPU). "Lock:advisory" is the claims' own serialization; "Lock:tuple" or
+# "Lock:transactionid" would be a row lock held by another transaction, e.g. a purge's.
+WAIT_SAMPLER = """
+import collections, json, signal, sys, time, psycopg
+conn = psycopg.connect(sys.argv[1], autocommit=True)
+n = collections.Counter()
+signal.signal(signal.SIGTERM, lambda *a: (print(json.dumps(dict(n.most_common()))), sys.exit(0)))
+while True:
+    for kind, count in conn.execute(
+        "SELECT coalesce(wait_event_type || ':' || wait_event, 'running'), count(*) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND backend_type = 'client backend' AND state = 'active'"
+        " AND pid <> pg_backend_pid() GROUP BY 1"
+    ):
+        n[kind] += count
+    n["samples"] += 1
+    time.sleep(0.01)
+"""
+
+
 def pct(values: list[float], p: float) -> float:
     values = sorted(values)
     k = (len(values) - 1) * p / 100
@@ -92,18 +112,26 @@ class Bench:
                 "INSERT INTO jobs_job (id, queue, handler, payload, status, priority, run_at, created_at,"
                 " completed_at, started_at, attempt_number, max_attempts, account_id, error_message, worker_id,"
                 " lease_expires_at)"
-                " SELECT gen_random_uuid(), 'default', 'noop', '{}', %s, 0,"
-                "   now() - (%s::float8 * interval '1 day') - make_interval(secs => %s::int - g),"
-                "   now() - (%s::float8 * interval '1 day') - make_interval(secs => %s::int - g),"
+                # ids as the queue makes them (uuid7: the creation's milliseconds first; the purge relies on it)
+                " SELECT (lpad(to_hex((extract(epoch FROM t.created) * 1000)::bigint), 12, '0') || '7'"
+                "         || substr(md5(random()::text), 1, 3) || '8' || substr(md5(random()::text), 1, 15))::uuid,"
+                "   'default', 'noop', '{}', %s, 0, t.created, t.created,"
                 "   CASE WHEN %s = 'completed' THEN now() - (%s::float8 * interval '1 day') END,"
                 "   CASE WHEN %s <> 'pending' THEN now() END,"
                 "   CASE WHEN %s = 'pending' THEN 0 ELSE 1 END, 3, %s, '',"
                 "   CASE WHEN %s = 'running' THEN 'bench-ghost' ELSE '' END,"
                 "   CASE WHEN %s = 'running' THEN now() + interval '1 day' END"
-                " FROM generate_series(1, %s) AS g",
-                [status, age_days, n, age_days, n, status, age_days, status, status, account_id, status, status, n],
+                " FROM (SELECT now() - (%s::float8 * interval '1 day') - make_interval(secs => %s::int - g) AS created"
+                "       FROM generate_series(1, %s) AS g) AS t",
+                [status, status, age_days, status, status, account_id, status, status, age_days, n, n],
             )
         self.sql("ANALYZE jobs_job")
+
+    def vacuums(self) -> int:
+        """VACUUMs of jobs_job not by autovacuum: the workers' own (jobs.application.vacuum), off on this server."""
+        self.sql("SELECT pg_stat_clear_snapshot()")
+        rows = self.sql("SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'jobs_job'")
+        return int(rows[0][0]) if rows else 0
 
     def account(self, limit: int, slug: str) -> int:
         from accounts.models import Account
@@ -171,8 +199,9 @@ class Bench:
             "drain_wall_s": round(now - launched, 2),
         }
 
-    def pickup(self, tag: str, *, during=None) -> dict:
-        """W2's method; `during` (a callable) runs in a thread once the workers are idle."""
+    def pickup(self, tag: str, *, during=None, sample: bool = False) -> dict:
+        """W2's method; `during` (a callable) runs in a thread once the workers are idle. `sample`: what this
+        database's active statements wait for, every 10 ms, over the window (WAIT_SAMPLER)."""
         from django.db import connection
 
         from jobs.application.queue import enqueue
@@ -202,6 +231,11 @@ class Bench:
                 side = threading.Thread(target=during, daemon=True)
                 side.start()
                 time.sleep(0.5)
+            watch = None
+            if sample:
+                watch = subprocess.Popen(
+                    [sys.executable, "-c", WAIT_SAMPLER, self.url], stdout=subprocess.PIPE, text=True
+                )
             committed = {}
             base = time.time()
             for i in range(self.args.count):
@@ -214,6 +248,9 @@ class Bench:
             while not all(i in seen() for i in range(self.args.count)) and time.time() < deadline:
                 time.sleep(0.1)
             side_running = side is not None and side.is_alive()
+            if watch is not None:
+                watch.terminate()
+                waits = json.loads(watch.communicate(timeout=10)[0])
         finally:
             self.stop_workers(workers)
             connection.close()
@@ -227,6 +264,8 @@ class Bench:
             "p99_ms": round(pct(lats, 99), 2),
             "max_ms": round(max(lats), 2),
         }
+        if sample:
+            out["waits_sampled"] = waits
         if during is not None:
             out["side_task_still_running_at_end"] = side_running
             if side is not None:
@@ -246,6 +285,7 @@ class Bench:
         result.update(self.pickup("pickup"))
         (running,) = self.sql("SELECT count(*) FROM jobs_job WHERE status = 'running'")[0]
         result["busy_running_at_end"] = running
+        result["worker_vacuums"] = self.vacuums()
         return result
 
     def accounts(self) -> dict:
@@ -258,9 +298,11 @@ class Bench:
             Account(name=f"a{i}", slug=f"a{i}", max_concurrent_jobs=2) for i in range(n_accounts)
         )
         ids = list(Account.objects.values_list("pk", flat=True))
-        from jobs.application.limits import repair_limits
 
-        repair_limits()  # bulk_create sends no signal: give the queue its copy of the limits (as a worker would)
+        if (self.code / "jobs" / "application" / "limits.py").exists():  # a checkout from before it: no copy
+            from jobs.application.limits import repair_limits
+
+            repair_limits()  # bulk_create sends no signal: give the queue its copy of the limits (as a worker would)
         # Account by account, so the first accounts' jobs are all older than the last ones'.
         enqueue_many(JobSpec("noop", {}, account=a) for a in ids for _ in range(per))
         self.sql("ANALYZE jobs_job")
@@ -340,9 +382,9 @@ class Bench:
             deleted, seconds = done.stdout.split()[-2:]
             timing.update(deleted=int(deleted), purge_s=float(seconds))
 
-        before = self.pickup("before-purge")
-        during = self.pickup("during-purge", during=run_purge)
-        return {"rows": self.args.rows, "before": before, "during": during, **timing}
+        before = self.pickup("before-purge", sample=True)
+        during = self.pickup("during-purge", during=run_purge, sample=True)
+        return {"rows": self.args.rows, "before": before, "during": during, **timing, "worker_vacuums": self.vacuums()}
 
 
 def main() -> None:

@@ -46,7 +46,7 @@ def keep_vacuumed(connection, tables: Sequence[str]) -> list[TableActivity]:
         if not (vacuum or analyze):
             continue
         started = time.monotonic()
-        pg.vacuum(connection, activity.table, vacuum=vacuum, analyze=analyze)
+        pg.vacuum(connection, activity, vacuum=vacuum, analyze=analyze)
         kind = "vacuum" if vacuum else "analyze"
         metrics.count((metrics.VACUUMS, metrics.labels_key(table=activity.table, kind=kind)))
         log.info(

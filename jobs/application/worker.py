@@ -228,7 +228,7 @@ class Worker:
         )
         self._maintenance_thread = threading.Thread(target=self._maintenance, name="maintenance", daemon=True)
         self._maintenance_thread.start()
-        if self.config.vacuum and not self.burst:
+        if self.config.vacuum and not self.burst and connections[self.using].vendor == "postgresql":
             threading.Thread(target=self._keep_vacuumed, name="vacuum", daemon=True).start()
         for executor in self._executors:
             executor.thread = threading.Thread(

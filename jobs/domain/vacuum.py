@@ -30,6 +30,8 @@ class TableActivity:
     analyze_scale_factor: float
     autovacuum_on: bool  # the server's autovacuum and track_counts, and the table's autovacuum_enabled
     may_vacuum: bool = True  # this role owns the table (VACUUM skips a table it does not own)
+    cost_delay_ms: float = 2.0  # autovacuum's throttle for this table, which the workers' VACUUM applies too
+    cost_limit: int = 200
 
     @property
     def vacuum_trigger(self) -> float:

@@ -23,7 +23,9 @@ _SERVER = """
     SELECT name, setting FROM pg_settings
     WHERE name IN ('autovacuum', 'track_counts', 'autovacuum_naptime',
                    'autovacuum_vacuum_threshold', 'autovacuum_vacuum_scale_factor',
-                   'autovacuum_analyze_threshold', 'autovacuum_analyze_scale_factor')
+                   'autovacuum_analyze_threshold', 'autovacuum_analyze_scale_factor',
+                   'autovacuum_vacuum_cost_delay', 'autovacuum_vacuum_cost_limit',
+                   'vacuum_cost_delay', 'vacuum_cost_limit')
 """
 
 
@@ -67,18 +69,30 @@ def table_activity(connection, tables: Sequence[str], server: dict[str, str]) ->
                 analyze_scale_factor=float(setting("autovacuum_analyze_scale_factor")),
                 autovacuum_on=server_on and options.get("autovacuum_enabled", "true").lower() not in _OFF,
                 may_vacuum=bool(may_vacuum),
+                cost_delay_ms=_own_or(float(setting("autovacuum_vacuum_cost_delay")), server["vacuum_cost_delay"]),
+                cost_limit=int(_own_or(int(setting("autovacuum_vacuum_cost_limit")), server["vacuum_cost_limit"])),
             )
         )
     return out
 
 
-def vacuum(connection, table: str, *, analyze: bool, vacuum: bool = True) -> None:
-    """VACUUM (and/or ANALYZE) one table, outside any transaction. SKIP_LOCKED: when autovacuum or another
-    worker is already at it, this returns at once and leaves it to them."""
-    name = connection.ops.quote_name(table)
+def _own_or(value: float, fallback: str) -> float:
+    """Autovacuum's cost settings: -1 means "the manual VACUUM's setting"."""
+    return value if value >= 0 else float(fallback)
+
+
+def vacuum(connection, activity: TableActivity, *, analyze: bool, vacuum: bool = True) -> None:
+    """VACUUM (and/or ANALYZE) one table, outside any transaction, throttled as autovacuum would be (a manual
+    VACUUM is not throttled at all: beside the workers it would take the CPU and the disk from the claims).
+    SKIP_LOCKED: when autovacuum or another worker is already at it, this returns at once."""
+    name = connection.ops.quote_name(activity.table)
     if vacuum:
         statement = f"VACUUM (SKIP_LOCKED{', ANALYZE' if analyze else ''}) {name}"
     else:
         statement = f"ANALYZE (SKIP_LOCKED) {name}"
     with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT set_config('vacuum_cost_delay', %s, false), set_config('vacuum_cost_limit', %s, false)",
+            [str(max(activity.cost_delay_ms, 0.0)), str(activity.cost_limit)],
+        )
         cursor.execute(statement)

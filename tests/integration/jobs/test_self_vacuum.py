@@ -61,6 +61,8 @@ def test_a_table_over_autovacuums_trigger_is_vacuumed_and_analyzed_then_left_alo
     assert activity["jobs_job"].vacuum_threshold == 1000  # migration 0010's storage parameters are read
     assert activity["jobs_job"].vacuum_scale_factor == 0.01
     assert not activity["jobs_job"].autovacuum_on
+    assert activity["jobs_job"].cost_delay_ms == 1.0  # throttled as autovacuum would be (migration 0010: 1 ms)
+    assert activity["jobs_job"].cost_limit > 0
 
     worked = keep_vacuumed(own, QUEUE_TABLES)
 
