@@ -56,7 +56,7 @@ CONTEXT = ValidationContext(
 )
 
 
-def wait_on(field: object) -> list:
+def wait_on(field: object) -> tuple:
     config = {"event": "contact.updated", "match": {"field": field}, "timeout": "1d", "on_timeout": "$end"}
     return parse_steps([{"action_type": "wait_for_event", "config": config}], CONTEXT)
 
