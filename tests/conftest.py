@@ -99,6 +99,19 @@ def superuser(db):
 
 
 @pytest.fixture
+def no_autovacuum():
+    """jobs_job as on a server with autovacuum off, whatever this one's setting: autovacuum cannot step in
+    before the workers' own VACUUM (jobs.application.vacuum) does. PostgreSQL only."""
+    from tests.support.queue_db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE jobs_job SET (autovacuum_enabled = false)")
+    yield
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE jobs_job RESET (autovacuum_enabled)")
+
+
+@pytest.fixture
 def start_worker(tmp_path):
     """Start real runworker processes; all are stopped (SIGTERM, then SIGKILL) after the test."""
     from tests.support.processes import WorkerProcess

@@ -6,17 +6,22 @@ class WorkflowsConfig(AppConfig):
     verbose_name = "Workflows"
 
     def ready(self) -> None:
+        from django.db import DEFAULT_DB_ALIAS
         from django.db.models.signals import post_delete
 
         from contacts.application.events import subscribe
         from jobs.application.schedules import builtin_schedule
+        from jobs.application.vacuum import register_tables
         from workflows import admin_extensions, handlers  # handlers: the workflow jobs; the reconcile handler
         from workflows.application import metrics
         from workflows.application.events import on_contact_event, on_workflow_deleted
         from workflows.application.trigger_cache import listen_for_trigger_changes
-        from workflows.infrastructure.models import Workflow
+        from workflows.infrastructure.models import EventWait, Workflow, WorkflowExecution
 
         subscribe(on_contact_event)
+        # A run's row is updated at every step and a wait is inserted and deleted: the workers vacuum them when
+        # autovacuum does not, as they do the queue's tables.
+        register_tables(DEFAULT_DB_ALIAS, [WorkflowExecution._meta.db_table, EventWait._meta.db_table])
         listen_for_trigger_changes()  # workers drop their cached triggers when a workflow changes
         metrics.register()  # runs started/finished, runs by status, runs against the accounts' limits
         admin_extensions.register()  # a contact's runs, "enroll them" after an import, a step job's run

@@ -512,11 +512,12 @@ class Worker:
 
     # --- vacuum thread --------------------------------------------------------------
     def _keep_vacuumed(self) -> None:
-        """Vacuum the queue's tables, and the outboxes this worker moves, when autovacuum does not
-        (jobs.application.vacuum). On connections of its own with no statement timeout: a VACUUM of a big table
-        takes as long as it takes, and the worker's shutdown cancels it."""
-        targets = [(self.using, vacuum.QUEUE_TABLES)] + [(alias, vacuum.OUTBOX_TABLES) for alias in self._outboxes()]
+        """Vacuum the queue's tables, the outboxes this worker moves and the tables other apps registered, when
+        autovacuum does not (jobs.application.vacuum). On connections of its own with no statement timeout: a
+        VACUUM of a big table takes as long as it takes, and the worker's shutdown cancels it."""
+        targets = vacuum.tables_to_keep(self.using, self._outboxes())
         own: dict[str, Any] = {}
+        passes = vacuum.QueueVacuum()
         while not self.stopping.is_set():
             for alias, tables in targets:
                 if self.stopping.is_set():
@@ -525,7 +526,7 @@ class Worker:
                     if alias not in own:
                         own[alias] = private_connection(alias, statement_seconds=0, lock_seconds=QUEUE_LOCK_TIMEOUT)
                     self._vacuuming = own[alias]
-                    vacuum.keep_vacuumed(own[alias], tables)
+                    passes.keep_vacuumed(own[alias], tables)
                 except Exception as exc:
                     if not self.stopping.is_set():
                         log.warning("could not vacuum the queue's tables on %s: %s", alias, format_error(exc))

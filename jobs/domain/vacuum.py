@@ -61,6 +61,12 @@ class VacuumPolicy:
             and self._autovacuum_is_late(activity, activity.seconds_since_analyze)
         )
 
+    def retry_after(self, ineffective: int, first: float) -> float:
+        """A VACUUM that left its table over the trigger was held back by an open transaction (its snapshot
+        still sees the dead rows): another one now would scan the same pages for nothing. Wait `first`,
+        doubling each time it happens again, at most `grace_seconds`."""
+        return min(self.grace_seconds, first * 2 ** max(ineffective - 1, 0))
+
     def _autovacuum_is_late(self, activity: TableActivity, seconds_since: float | None) -> bool:
         if not activity.autovacuum_on or seconds_since is None:
             return True

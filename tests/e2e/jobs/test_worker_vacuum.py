@@ -18,15 +18,6 @@ def _vacuums() -> int:
         return cursor.fetchone()[0]
 
 
-@pytest.fixture
-def no_autovacuum():
-    with connection.cursor() as cursor:
-        cursor.execute("ALTER TABLE jobs_job SET (autovacuum_enabled = false)")
-    yield
-    with connection.cursor() as cursor:
-        cursor.execute("ALTER TABLE jobs_job RESET (autovacuum_enabled)")
-
-
 def test_a_worker_vacuums_the_jobs_it_ran_when_autovacuum_is_off(start_worker, no_autovacuum):
     before = _vacuums()
     worker = start_worker("--concurrency", "2", JOB_POLL_INTERVAL="0.2")

@@ -54,3 +54,7 @@ def test_an_empty_table_uses_the_threshold_alone():
     empty = replace(QUIET, live_rows=-1, dead_rows=1001)  # reltuples -1: never counted
     assert empty.vacuum_trigger == 1000
     assert POLICY.needs_vacuum(empty)
+
+
+def test_a_held_back_vacuum_waits_longer_each_time_up_to_two_naptimes():
+    assert [POLICY.retry_after(n, first=5) for n in (1, 2, 3, 4, 5, 6)] == [5, 10, 20, 40, 80, 120]
