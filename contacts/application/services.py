@@ -11,6 +11,7 @@ from contacts.domain.model import (
     ConsentChannel,
     ConsentSource,
     ContactError,
+    changed_custom_fields,
     check_reachable,
     normalize_phone,
     normalize_tag,
@@ -121,19 +122,25 @@ def contact_update(
         elif changes.get("email") and store.email_taken(row["account_id"], changes["email"], contact_id):
             duplicate_email = True
         elif changes or consent_changes:
+            update_data = _updated_event_data(changes, before=row["custom_fields"])
             row.update(changes, **consent_changes, updated_at=store.update(contact_id, {**changes, **consent_changes}))
             _record_consent(contact_id, consent_changes, consent_source)
             if changes:  # consent alone publishes nothing, as an unsubscribe link or a STOP does not
-                events.publish(
-                    events.ContactEvent(
-                        row["account_id"], contact_id, events.CONTACT_UPDATED, {"changed": list(changes)}
-                    )
-                )
+                events.publish(events.ContactEvent(row["account_id"], contact_id, events.CONTACT_UPDATED, update_data))
     if refused is not None:
         raise refused
     if duplicate_email:
         raise ContactError("email", "another contact in this account has this email address")
     return as_contact(row)
+
+
+def _updated_event_data(changes: Mapping[str, Any], *, before: Mapping[str, Any] | None) -> dict[str, Any]:
+    """`contact.updated`'s data: the fields that changed and, when custom fields did, which of them
+    (`changed_custom_fields`), so a workflow waiting for one custom field is not woken by another."""
+    data: dict[str, Any] = {"changed": list(changes)}
+    if "custom_fields" in changes:
+        data["changed_custom_fields"] = changed_custom_fields(before or {}, changes["custom_fields"])
+    return data
 
 
 def _check_values(fields: dict[str, Any]) -> None:

@@ -2,8 +2,10 @@
 
 import re
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 MAX_TAG_LENGTH = 64
 MAX_TAGS = 100  # per contact, on every path that adds one (create, the tag endpoint, the admin, a workflow step)
@@ -97,6 +99,27 @@ def check_reachable(email: str, phone: str) -> None:
     """A contact is someone Relay can reach: it needs an email address or a phone number (or both)."""
     if not email and not phone:
         raise ContactError("email", "a contact needs an email address or a phone number")
+
+
+# A custom field with no value: absent, null, or empty text all read "not set" to a marketer (and to `is_set`).
+_NO_VALUE: tuple[object, ...] = (None, "")
+
+
+def changed_custom_fields(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """The names of the custom fields whose value differs between two versions of a contact's custom fields.
+
+    What `contact.updated` says changed, so a workflow watching one custom field hears of that field only:
+    absent -> set, set -> another value and set -> removed are changes; absent -> null or empty text is none
+    (both say "no value"), nor is a change of any other field. True and 1 are different values.
+    """
+    changed = []
+    for name in sorted({*before, *after}):
+        old, new = before.get(name), after.get(name)
+        if old in _NO_VALUE and new in _NO_VALUE:
+            continue
+        if old != new or isinstance(old, bool) != isinstance(new, bool):
+            changed.append(name)
+    return changed
 
 
 def without_tag(tags: list[str], tag: str) -> tuple[list[str], bool]:

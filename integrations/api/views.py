@@ -100,7 +100,8 @@ def track_click(request: HttpRequest, token: str) -> HttpResponse:
 @csrf_exempt
 @require_POST
 def twilio_inbound_sms(request: HttpRequest) -> HttpResponse:
-    """Twilio's webhook for incoming SMS: verified by X-Twilio-Signature, then STOP/START handled."""
+    """Twilio's webhook for incoming SMS: verified by X-Twilio-Signature, then STOP/START handled or the reply
+    recorded on the contact whose conversation with `To` it continues."""
     auth_token = str(getattr(settings, "TWILIO_AUTH_TOKEN", "") or "")
     if not auth_token:
         return HttpResponse("inbound SMS is not configured", status=503, content_type="text/plain")
@@ -117,6 +118,7 @@ def twilio_inbound_sms(request: HttpRequest) -> HttpResponse:
         from_number=request.POST.get("From", ""),
         body=request.POST.get("Body", ""),
         message_sid=request.POST.get("MessageSid", ""),
+        to_number=request.POST.get("To", ""),
     )
     # No reply of our own: for STOP/START the provider sends the carrier-mandated confirmation.
     return HttpResponse(EMPTY_TWIML, content_type="text/xml")

@@ -1,5 +1,8 @@
 """Hands out the configured channel implementations. Workflows call only these four functions.
 
+An SMS sent for a contact (`send_sms(..., contact_id=)`) is remembered as that contact's conversation with
+the sending number (`conversations.record_sms_sent`), so an inbound reply is told whose it is.
+
 Each call reads the settings anew, so a test's `settings` override or a worker's
 environment decides: EMAIL_URL (through MAILERS) for email, SMS_PROVIDER and
 VOICE_PROVIDER (console | twilio) for SMS and calls. The webhook client is
@@ -13,6 +16,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from accounts.models import Account
+from integrations.application.conversations import record_sms_sent
 from integrations.application.secrets import webhook_signing_secrets_cached
 from integrations.application.tracking import SignedTrackingLinks
 from integrations.application.unsubscribe import unsubscribe_url
@@ -35,8 +39,8 @@ def email_channel() -> EmailChannel:
 def sms_channel() -> SmsChannel:
     provider = _provider("SMS_PROVIDER", "console")
     if provider == "twilio":
-        return TwilioSmsChannel()
-    return ConsoleSmsChannel()
+        return TwilioSmsChannel(on_sent=record_sms_sent)
+    return ConsoleSmsChannel()  # it sends nothing, so no reply can answer it
 
 
 def voice_channel() -> VoiceChannel:

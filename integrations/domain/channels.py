@@ -132,8 +132,21 @@ class EmailChannel(Protocol):
     def send_email(self, message: EmailMessage) -> DeliveryResult: ...
 
 
+@dataclass(frozen=True)
+class SentSms:
+    """An SMS a provider accepted for a contact: what an inbound reply from that phone will be answering."""
+
+    account_id: int
+    contact_id: int
+    to: str  # E.164, as sent
+    from_number: str  # E.164: the number the reply will be sent to
+    message_id: str | None = None
+
+
 class SmsChannel(Protocol):
-    def send_sms(self, *, to: str, body: str, account_id: int | None = None) -> DeliveryResult: ...
+    def send_sms(
+        self, *, to: str, body: str, account_id: int | None = None, contact_id: int | None = None
+    ) -> DeliveryResult: ...
 
 
 class VoiceChannel(Protocol):

@@ -9,6 +9,9 @@ matches what the provider enforces.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 
 from contacts.domain.model import ContactError
@@ -75,3 +78,32 @@ def mask_email(address: str | None) -> str:
         return "***"
     local, _, domain = address.rpartition("@")
     return f"{local[:1]}***@{domain}"
+
+
+@dataclass(frozen=True)
+class ReplyCandidate:
+    """A contact whose phone is the number a reply came from."""
+
+    contact_id: int
+    account_id: int
+    updated_at: datetime
+    texted_at: datetime | None = None  # when Relay last sent it an SMS from the number the reply was sent to
+
+
+def reply_recipient(candidates: Iterable[ReplyCandidate]) -> ReplyCandidate | None:
+    """The one contact an inbound reply belongs to, or None when no account can be told.
+
+    A reply answers the last message its sender received from the number it writes to, so it belongs to the
+    contact Relay last texted from that number (and to its account alone: Relay sends every account's SMS
+    from one number, so the number does not say whose conversation it is; the last message does). When
+    Relay never texted any of them from it (the person wrote first), the most recently updated contact with
+    that phone - if they are all in one account. With the phone in several accounts and no conversation,
+    giving the text to any of them could hand one tenant's customer's words to another: it goes to no one.
+    """
+    found = list(candidates)
+    texted = [(c.texted_at, c.contact_id, c) for c in found if c.texted_at is not None]
+    if texted:
+        return max(texted, key=lambda t: (t[0], t[1]))[2]
+    if not found or len({c.account_id for c in found}) > 1:
+        return None
+    return max(found, key=lambda c: (c.updated_at, c.contact_id))

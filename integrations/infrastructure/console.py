@@ -15,7 +15,9 @@ class ConsoleEmailChannel:
 
 
 class ConsoleSmsChannel:
-    def send_sms(self, *, to: str, body: str, account_id: int | None = None) -> DeliveryResult:
+    def send_sms(
+        self, *, to: str, body: str, account_id: int | None = None, contact_id: int | None = None
+    ) -> DeliveryResult:
         log.info("sms to %s: %s", to, body[:160])
         return DeliveryResult(channel="sms", provider="console", message_id=f"console-{uuid.uuid4().hex[:12]}")
 

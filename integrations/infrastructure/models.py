@@ -34,7 +34,8 @@ class WebhookSigningSecret(models.Model):
 
 
 class InboundSmsMessage(models.Model):
-    """The provider's id of every consent keyword received, so a replayed request changes nothing.
+    """The provider's id of every message received (a consent keyword or a reply), so a replayed request
+    changes nothing and a retried reply counts once.
 
     A provider's signature carries no timestamp: a captured, correctly signed START could otherwise
     be sent again after the person's STOP and opt them back in. Providers also retry a webhook that
@@ -49,3 +50,28 @@ class InboundSmsMessage(models.Model):
 
     def __str__(self) -> str:
         return self.message_sid
+
+
+class SmsConversation(models.Model):
+    """The last SMS Relay sent a contact from one number: the conversation a reply from that phone answers.
+
+    One row per contact and sending number, moved forward by every SMS sent (an upsert), so finding whose
+    reply an inbound message is stays one indexed read however much was sent. Deleted with the contact.
+    """
+
+    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+")
+    contact = models.ForeignKey("contacts.Contact", on_delete=models.CASCADE, related_name="+")
+    from_number = models.CharField(max_length=32)  # the number Relay sent from (E.164)
+    to_number = models.CharField(max_length=32)  # the number it sent to: the contact's phone then
+    last_sent_at = models.DateTimeField()
+    last_message_id = models.CharField(max_length=64, blank=True, default="")  # the provider's sid
+
+    class Meta:
+        app_label = "integrations"
+        constraints = [
+            models.UniqueConstraint(fields=["contact", "from_number"], name="sms_conversation_once"),
+        ]
+        indexes = [models.Index(fields=["to_number", "from_number"], name="sms_conversation_by_phone")]
+
+    def __str__(self) -> str:
+        return f"SMS conversation of contact {self.contact_id} from {self.from_number}"

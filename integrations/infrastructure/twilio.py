@@ -18,7 +18,7 @@ import hashlib
 import hmac
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -27,7 +27,7 @@ from xml.sax.saxutils import escape
 import requests
 from django.conf import settings
 
-from integrations.domain.channels import DeliveryResult, attach_failure_details
+from integrations.domain.channels import DeliveryResult, SentSms, attach_failure_details
 from integrations.domain.failures import failure_for_status, is_success, retry_after_from_headers
 from integrations.domain.sms import MAX_SMS_LENGTH, is_e164, mask_phone, normalize_phone
 from kernel.failures import AuthFailure, NetworkFailure, TimeoutFailure, ValidationFailure
@@ -159,20 +159,28 @@ def _delivery(channel: str, data: dict[str, Any], duration_ms: float) -> Deliver
 
 
 class TwilioSmsChannel:
-    def __init__(self, client: TwilioClient | None = None) -> None:
-        self.client = client or TwilioClient()
+    """`on_sent` hears of every SMS accepted for a contact (account and contact given): the application
+    keeps the conversation, so a reply can be told to whom it answers."""
 
-    def send_sms(self, *, to: str, body: str, account_id: int | None = None) -> DeliveryResult:
+    def __init__(self, client: TwilioClient | None = None, on_sent: Callable[[SentSms], None] | None = None) -> None:
+        self.client = client or TwilioClient()
+        self.on_sent = on_sent
+
+    def send_sms(
+        self, *, to: str, body: str, account_id: int | None = None, contact_id: int | None = None
+    ) -> DeliveryResult:
         number = _recipient(to)
         if not isinstance(body, str) or not body.strip():
             raise ValidationFailure("body: must not be empty")
         if len(body) > MAX_SMS_LENGTH:
             raise ValidationFailure(f"body: longer than {MAX_SMS_LENGTH} characters")
-        data, duration_ms = self.client.create(
-            "Messages", {"To": number, "From": self.client.config.from_number, "Body": body}
-        )
+        from_number = self.client.config.from_number
+        data, duration_ms = self.client.create("Messages", {"To": number, "From": from_number, "Body": body})
         result = _delivery("sms", data, duration_ms)
         log.info("sms to %s accepted by twilio as %s (%s)", mask_phone(number), result.message_id, result.status)
+        if self.on_sent is not None and account_id is not None and contact_id is not None:
+            sent = SentSms(account_id, contact_id, number, normalize_phone(from_number), result.message_id)
+            self.on_sent(sent)
         return result
 
 

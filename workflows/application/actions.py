@@ -223,7 +223,9 @@ class SendSms:
             raise ValidationFailure("body: the message is empty once filled in")
         if len(body) > SMS_MAX_LENGTH:
             raise ValidationFailure(f"body: the message is longer than {SMS_MAX_LENGTH} characters once filled in")
-        result = channels.sms_channel().send_sms(to=run.contact["phone"], body=body, account_id=run.account_id)
+        result = channels.sms_channel().send_sms(
+            to=run.contact["phone"], body=body, account_id=run.account_id, contact_id=run.contact_id
+        )
         return ActionResult(result.as_response_data())
 
 

@@ -32,13 +32,15 @@ VERSION_CACHE_SIZE = 1024
 
 def validation_context(*, known_events: frozenset[str] | None = None) -> ValidationContext:
     """What a save checks: templates compile and name only what exists, webhook hosts pass the SSRF guard,
-    and (when `known_events` is given, as the admin does) an event trigger names an event Relay knows."""
+    a contact.updated wait watches a field that event reports, and (when `known_events` is given, as the
+    admin does) an event trigger names an event Relay knows."""
     return ValidationContext(
         check_template=renderer.check,
         contact_fields=frozenset(EDITABLE_FIELDS),
         template_variables=renderer.variables,
         check_webhook_target=channels.webhook_target_problem,
         known_events=known_events,
+        check_watched_fields=True,
     )
 
 

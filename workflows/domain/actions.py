@@ -30,6 +30,7 @@ from integrations.domain.channels import header_value_problem
 from workflows.domain.conditions import EVENT_ROOTS, RUN_ROOTS, Condition, parse_conditions
 from workflows.domain.triggers import EVENT_NAME
 from workflows.domain.validation import Reader, is_template
+from workflows.domain.waits import watched_field_problem
 
 MAX_STEPS = 200
 MAX_BRANCHES = 20
@@ -628,6 +629,12 @@ def _event_match(r: Reader, event: str, raw: Any) -> dict[str, Any]:
                 match[key] = value
         elif key == "link":
             problem = http_url_problem(value) if isinstance(value, str) else "must be a URL"
+            if problem:
+                r.error(key_path, problem)
+            else:
+                match[key] = value
+        elif key == "field" and event == "contact.updated" and r.context.check_watched_fields:
+            problem = watched_field_problem(value)
             if problem:
                 r.error(key_path, problem)
             else:

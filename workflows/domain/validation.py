@@ -45,6 +45,9 @@ class ValidationContext:
     template_variables: TemplateVariables = _no_variables
     check_webhook_target: TargetCheck | None = None
     known_events: frozenset[str] | None = None  # None: any event name is accepted
+    # A contact.updated wait's `match.field` must be a field that event reports (checked since it was a bare
+    # text: a version published before keeps loading, its wait just never met).
+    check_watched_fields: bool = False
 
 
 @dataclass

@@ -92,11 +92,8 @@ def event_matches(
         return not match.get("link") or data.get("link") == match["link"]
     if name == "contact.updated":
         field = str(match.get("field") or "")
-        if field:
-            field = field.removeprefix("contact.")
-            changed = data.get("changed") or []
-            if field.split(".", 1)[0] not in changed:
-                return False
+        if field and not field_changed(field, data):
+            return False
         if "value" in match:
             condition = Condition(field, ConditionOp.EQUALS, match["value"])
             return condition.matches(Facts(contact=contact or {}))
@@ -107,6 +104,34 @@ def event_matches(
     conditions = _conditions(match)
     facts = Facts(contact=contact or {}, event=data, now=now)
     return all(condition.matches(facts) for condition in conditions)
+
+
+# The fields whose change `contact.updated` reports (tags and consent have events, or none, of their own).
+WATCHABLE_FIELDS = ("email", "phone", "first_name", "last_name")
+
+
+def watched_field_problem(field: Any) -> str | None:
+    """Why a `contact.updated` wait cannot watch `field`, or None: the same fields the admin's builder offers."""
+    bare = field.removeprefix("contact.") if isinstance(field, str) else ""
+    if bare in WATCHABLE_FIELDS:
+        return None
+    if bare.startswith("custom_fields.") and len(bare) > len("custom_fields.") and len(bare) <= 200:
+        return None  # any custom field's name, as the condition language reads them
+    return f"must be one of {', '.join(WATCHABLE_FIELDS)} or custom_fields.<name>"
+
+
+def field_changed(field: str, data: Mapping[str, Any]) -> bool:
+    """Whether `contact.updated`'s data says `field` changed (`first_name`, `contact.email`, `custom_fields.plan`).
+
+    A custom field changed only when its own value did (`changed_custom_fields`, which the contacts service
+    fills): another custom field's change leaves a wait for `custom_fields.plan` waiting, whether or not the
+    contact has a plan.
+    """
+    field = field.removeprefix("contact.")
+    if field.startswith("custom_fields."):
+        name = field.split(".", 1)[1]
+        return name in (data.get("changed_custom_fields") or [])
+    return field in (data.get("changed") or [])
 
 
 def needs_contact(name: str, match: Mapping[str, Any]) -> bool:

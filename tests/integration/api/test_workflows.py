@@ -127,6 +127,19 @@ def test_create_names_every_bad_field_by_its_path_and_stores_nothing(owner_api):
         ({"name": "W", "status": "active"}, "status"),
         ({"name": "x" * 201}, "name"),
         ({"name": "W", "steps": [{"action_type": "wait", "config": {"duration": "soon"}}]}, "steps[0].config.duration"),
+        (
+            # a field no contact.updated ever names: refused, as the builder would never offer it
+            {
+                "name": "W",
+                "steps": [
+                    {
+                        "action_type": "wait_for_event",
+                        "config": {"event": "contact.updated", "match": {"field": "plan"}, "timeout": "1d"},
+                    }
+                ],
+            },
+            "steps[0].config.match.field",
+        ),
         (["not", "an", "object"], ""),
     ],
 )

@@ -53,6 +53,25 @@ def test_update_emits_only_when_something_changed(contact, published):
 
 
 @pytest.mark.django_db
+def test_contact_updated_names_the_custom_fields_whose_value_changed(contact, published):
+    """So a workflow watching one custom field is not started or woken by a change of another."""
+    contact_update(contact_id=contact.pk, fields={"custom_fields": {"plan": "pro"}})
+    contact_update(contact_id=contact.pk, fields={"custom_fields": {"plan": "pro", "seats": 3}})
+    contact_update(contact_id=contact.pk, fields={"custom_fields": {"seats": 3}}, merge_custom_fields=False)
+    contact_update(
+        contact_id=contact.pk, fields={"custom_fields": {"plan": ""}}
+    )  # absent -> empty: no value either way
+    contact_update(contact_id=contact.pk, fields={"first_name": "Grace"})
+    assert [e.data for e in published] == [
+        {"changed": ["custom_fields"], "changed_custom_fields": ["plan"]},
+        {"changed": ["custom_fields"], "changed_custom_fields": ["seats"]},
+        {"changed": ["custom_fields"], "changed_custom_fields": ["plan"]},
+        {"changed": ["custom_fields"], "changed_custom_fields": []},
+        {"changed": ["first_name"]},
+    ]
+
+
+@pytest.mark.django_db
 @pytest.mark.parametrize(
     ("fields", "field"),
     [({"email": "not-an-email"}, "email"), ({"nickname": "x"}, "nickname"), ({"custom_fields": [1]}, "custom_fields")],

@@ -199,6 +199,40 @@ def test_a_custom_event_with_conditions_and_a_contact_update(account, contact):
     assert path_of(finish(updated)) == ["wait_vip", "happened"]
 
 
+def test_a_wait_for_one_custom_field_is_not_woken_by_another(account, contact):
+    """Watching `plan` while the contact has none: a change of `seats` leaves the run waiting; plan being set
+    wakes it. Through the contacts service, as the API, the admin and update steps change contacts."""
+    assert "plan" not in contact.custom_fields
+    run = waiting_run(account, contact, event="contact.updated", match={"field": "custom_fields.plan"})
+    contact_update(contact_id=contact.pk, fields={"custom_fields": {"seats": 3}})
+    contact_update(contact_id=contact.pk, fields={"custom_fields": {"plan": None}})  # still no plan
+    contact_update(contact_id=contact.pk, fields={"first_name": "Grace"})
+    assert not Job.objects.filter(handler=EVENT_HANDLER).exists()
+    assert finish(run).status == "waiting"
+    contact_update(contact_id=contact.pk, fields={"custom_fields": {"plan": "pro"}})  # absent -> set
+    run = finish(run)
+    assert path_of(run) == ["wait_vip", "happened"]
+    assert run.context["steps"][0]["event"] == {"changed": ["custom_fields"], "changed_custom_fields": ["plan"]}
+
+
+def test_a_wait_for_one_custom_field_hears_its_removal_but_not_the_same_value(account, contact):
+    contact_update(contact_id=contact.pk, fields={"custom_fields": {"plan": "pro", "seats": 1}})
+    run = waiting_run(account, contact, event="contact.updated", match={"field": "custom_fields.plan"})
+    contact_update(contact_id=contact.pk, fields={"custom_fields": {"plan": "pro", "seats": 2}})  # plan: same
+    assert finish(run).status == "waiting"
+    # PUT-like: the custom fields replaced whole, without plan (set -> removed)
+    contact_update(contact_id=contact.pk, fields={"custom_fields": {"seats": 2}}, merge_custom_fields=False)
+    assert path_of(finish(run)) == ["wait_vip", "happened"]
+
+    valued = waiting_run(
+        account, contact, event="contact.updated", match={"field": "custom_fields.plan", "value": "team"}
+    )
+    contact_update(contact_id=contact.pk, fields={"custom_fields": {"plan": "pro"}})
+    assert finish(valued).status == "waiting"  # plan changed, but not to team
+    contact_update(contact_id=contact.pk, fields={"custom_fields": {"plan": "team"}})
+    assert path_of(finish(valued)) == ["wait_vip", "happened"]
+
+
 @pytest.mark.postgres
 def test_the_lookup_is_by_the_index_never_a_scan(account, contact):
     from workflows.infrastructure.waits import _LOOKUP

@@ -107,3 +107,25 @@ def test_what_is_no_phone_number_is_refused_naming_the_field(written):
     with pytest.raises(ContactError) as raised:
         normalize_phone(written)
     assert raised.value.field == "phone"
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "changed"),
+    [
+        ({}, {"plan": "pro"}, ["plan"]),  # absent -> set
+        ({"plan": "pro"}, {"plan": "team"}, ["plan"]),  # set -> another value
+        ({"plan": "pro"}, {}, ["plan"]),  # set -> removed
+        ({"plan": "pro"}, {"plan": None}, ["plan"]),  # set -> null
+        ({"plan": "pro"}, {"plan": "pro", "seats": 3}, ["seats"]),  # another field: plan is not named
+        ({}, {"seats": 3}, ["seats"]),  # plan absent before and after: not named
+        ({}, {"plan": None}, []),  # absent -> null: still no value
+        ({"plan": ""}, {}, []),  # empty text -> absent: still no value
+        ({"vip": 1}, {"vip": True}, ["vip"]),  # 1 and True are different values
+        ({"seats": 3}, {"seats": 3.0}, []),
+        ({"b": 1, "a": 1}, {"a": 2, "b": 2}, ["a", "b"]),  # sorted
+    ],
+)
+def test_a_custom_field_changes_only_when_its_own_value_does(before, after, changed):
+    from contacts.domain.model import changed_custom_fields
+
+    assert changed_custom_fields(before, after) == changed

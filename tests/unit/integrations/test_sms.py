@@ -89,3 +89,21 @@ def test_call_twiml_escapes_and_checks():
         call_twiml(None, "file:///etc/passwd")
     with pytest.raises(ValidationFailure, match="message"):
         call_twiml("  ", None)
+
+
+def test_a_reply_belongs_to_the_contact_last_texted_from_its_number_whatever_was_updated_since():
+    from datetime import UTC, datetime, timedelta
+
+    from integrations.domain.sms import ReplyCandidate, reply_recipient
+
+    t = datetime(2026, 12, 1, tzinfo=UTC)
+    texted_long_ago = ReplyCandidate(1, account_id=10, updated_at=t, texted_at=t - timedelta(days=30))
+    texted_lately = ReplyCandidate(2, account_id=20, updated_at=t, texted_at=t - timedelta(days=1))
+    updated_lately = ReplyCandidate(3, account_id=10, updated_at=t + timedelta(days=1))
+    assert reply_recipient([texted_long_ago, updated_lately]) == texted_long_ago
+    assert reply_recipient([texted_long_ago, texted_lately, updated_lately]) == texted_lately  # the last message
+    # nobody texted: the most recently updated, within one account only
+    older = ReplyCandidate(4, account_id=10, updated_at=t)
+    assert reply_recipient([older, updated_lately]) == updated_lately
+    assert reply_recipient([older, ReplyCandidate(5, account_id=20, updated_at=t)]) is None
+    assert reply_recipient([]) is None

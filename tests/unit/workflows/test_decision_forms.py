@@ -233,3 +233,28 @@ def test_each_decision_of_the_log_reads_as_a_sentence():
     )
     by_api = {**retry, "by": {"user_id": 3, "via": "api", "prefix": "rk_ab12"}}
     assert decision_words(by_api).startswith("Retried by API token rk_ab12 at")
+
+
+def test_every_field_the_builder_offers_to_watch_is_one_the_api_accepts():
+    """The builder's field list and the API's check of `match.field` agree (workflows.domain.waits)."""
+    from workflows.domain.validation import ValidationContext
+    from workflows.domain.workflow import parse_steps
+
+    context = ValidationContext(
+        check_template=lambda source: None,
+        contact_fields=frozenset({"email", "phone", "first_name", "last_name"}),
+        check_watched_fields=True,
+    )
+    form = bound("wait_for_event", {"event": "contact.updated", "timeout_amount": "1", "on_timeout": "reminder"})
+    offered = [value for _group, choices in form.fields["contact_field"].choices[1:] for value, _label in choices]
+    assert "custom_fields.plan" in offered
+    for field in offered:
+        form = bound(
+            "wait_for_event",
+            {"event": "contact.updated", "contact_field": field, "timeout_amount": "1", "on_timeout": "$end"},
+        )
+        assert form.is_valid(), form.errors
+        config = form.to_config()
+        assert config["match"] == {"field": field}
+        (step,) = parse_steps([{"action_type": "wait_for_event", "config": config}], context)
+        assert step.config.match == {"field": field}
