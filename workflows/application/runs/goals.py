@@ -41,6 +41,7 @@ from contacts.application.events import ContactEvent
 from jobs.application.context import JobContext
 from jobs.application.queue import enqueue
 from workflows.application.definitions import LoadedVersion, load_version
+from workflows.application.runs.history import decision_row
 from workflows.application.runs.moves import cancel_next_job, enact, run_id
 from workflows.application.trigger_cache import trigger_cache
 from workflows.domain.actions import END
@@ -218,18 +219,5 @@ def reach_goal(
     GoalHit.objects.filter(execution_id=row.id).update(handled=True)
     log.info("run %s met goal %r (event %s): %s", row.id, goal.goal, goal.event_name, "ends" if to.ends else to.key)
     decision = {"kind": "goal", "goal": goal.goal, "event_id": goal.event_id, "next": to.key}
-    return move, {
-        "execution_id": row.id,
-        "step_index": where.index,
-        "step_key": where.key,
-        "step_name": where.label,
-        "action_type": where.action_type.value,
-        "attempt_number": 1,
-        "outcome": "skipped",
-        "started_at": now,
-        "duration_ms": 0,
-        "error_category": "",
-        "error_details": "",
-        "response_data": {"goal": goal.goal, "event": goal.event_name},
-        "decision": decision,
-    }
+    response = {"goal": goal.goal, "event": goal.event_name}
+    return move, decision_row(row.id, where, outcome="skipped", at=now, response=response, decision=decision)

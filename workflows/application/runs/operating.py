@@ -28,6 +28,7 @@ from jobs.application.operations import cancel_pending_jobs
 from kernel.failures import truncate
 from workflows.application.definitions import load_version
 from workflows.application.errors import ExecutionNotFound
+from workflows.application.runs.history import decision_row
 from workflows.application.runs.moves import cancel_next_job, enact, run_id
 from workflows.application.runs.waiting import has_recorded_event, waiting_step
 from workflows.domain.execution import MAX_STEP_VISITS, Execution, ExecutionStatus
@@ -130,21 +131,8 @@ def _cap_lifted(row: RunRow, by: Operator | None, counted: int, now: datetime) -
         "loop_cap_reset": {"steps_before": counted, "allowance": MAX_STEP_VISITS},
         "next": step.key,
     }
-    return {
-        "execution_id": row.id,
-        "step_index": step.index,
-        "step_key": step.key,
-        "step_name": step.label,
-        "action_type": step.action_type.value,
-        "attempt_number": 1,
-        "outcome": "skipped",  # not an attempt of the step: the step itself runs next, with fresh attempts
-        "started_at": now,
-        "duration_ms": 0,
-        "error_category": "",
-        "error_details": "",
-        "response_data": {},
-        "decision": decision,
-    }
+    # "skipped": not an attempt of the step; the step itself runs next, with fresh attempts
+    return decision_row(row.id, step, outcome="skipped", at=now, response={}, decision=decision)
 
 
 # What an operator may do to a run, by the name the API's and the admin's actions use.

@@ -36,6 +36,7 @@ from contacts.application.events import ContactEvent
 from jobs.application.context import JobContext
 from jobs.application.queue import enqueue
 from workflows.application.definitions import load_version
+from workflows.application.runs.history import decision_row
 from workflows.application.runs.moves import cancel_next_job, enact, holds, run_id
 from workflows.domain.actions import ActionType, WaitForEventConfig
 from workflows.domain.execution import ExecutionStatus, MoveKind, NextMove
@@ -145,18 +146,11 @@ def _resolve(store: RunStore, row: RunRow, step: Step, job: JobContext, *, woken
 
 
 def _log_row(row: RunRow, step: Step, outcome: WaitOutcome, now: Any) -> dict[str, Any]:
-    return {
-        "execution_id": row.id,
-        "step_index": step.index,
-        "step_key": step.key,
-        "step_name": step.label,
-        "action_type": step.action_type.value,
-        "attempt_number": 1,
-        "outcome": "succeeded",
-        "started_at": now,
-        "duration_ms": 0,
-        "error_category": "",
-        "error_details": "",
-        "response_data": bounded_response(outcome.result()),
-        "decision": bounded_response(outcome.decision()),
-    }
+    return decision_row(
+        row.id,
+        step,
+        outcome="succeeded",
+        at=now,
+        response=bounded_response(outcome.result()),
+        decision=bounded_response(outcome.decision()),
+    )
