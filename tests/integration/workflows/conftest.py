@@ -3,13 +3,27 @@ from collections.abc import Iterator
 import pytest
 from django.db import connection
 
+from jobs.application import notifications
 from tests.integration.workflows.support import WebhookServer
+from workflows.application.trigger_cache import trigger_cache
 
 
 @pytest.fixture(autouse=True)
 def _loopback_webhooks(settings):
     """The SSRF guard refuses loopback targets unless allowed; our test servers live on 127.0.0.1."""
     settings.WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
+
+
+@pytest.fixture
+def trusted_cache() -> Iterator[None]:
+    """This process trusts its trigger cache, as a worker whose listener is connected does."""
+    trigger_cache.forget(None)
+    notifications.set_listening(True)
+    try:
+        yield
+    finally:
+        notifications.set_listening(False)
+        trigger_cache.forget(None)
 
 
 @pytest.fixture

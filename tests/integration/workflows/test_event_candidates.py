@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from contacts.infrastructure.models import Contact
-from jobs.application import notifications
 from tests.integration.workflows.support import make_workflow, run_due_jobs
 from workflows.application.runs.starting import record_event, start_run
 from workflows.application.trigger_cache import trigger_cache
@@ -28,18 +25,6 @@ def corrupt(workflow: Workflow, steps: list) -> None:
     """A published version as a rule changed after publishing would leave it (the row as stored)."""
     assert workflow.current_version_id is not None
     WorkflowVersion.objects.filter(pk=workflow.current_version_id).update(steps=steps)
-
-
-@pytest.fixture
-def trusted_cache() -> Iterator[None]:
-    """This process trusts its trigger cache, as a worker whose listener is connected does."""
-    trigger_cache.forget(None)
-    notifications.set_listening(True)
-    try:
-        yield
-    finally:
-        notifications.set_listening(False)
-        trigger_cache.forget(None)
 
 
 def test_a_workflow_whose_version_does_not_load_is_skipped_and_the_step_goes_on(account, contact):

@@ -5,15 +5,12 @@ connection) used to keep "this account has no waits or goals" for up to WORKFLOW
 event then passed a waiting run by. Both databases; jobs run in this thread.
 """
 
-from collections.abc import Iterator
-
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from contacts.application.services import contact_add_tag
 from contacts.infrastructure.models import Contact
-from jobs.application import notifications
 from tests.integration.workflows.support import make_workflow, run_due_jobs
 from workflows.application.runs.goals import account_has_goals, account_listens, listening_read_once
 from workflows.application.runs.starting import start_run
@@ -24,18 +21,6 @@ from workflows.infrastructure.models import WorkflowExecution
 pytestmark = pytest.mark.django_db(transaction=True)
 
 LISTENS, GOALS = ("$listens", None), ("$goals", None)
-
-
-@pytest.fixture
-def trusted_cache() -> Iterator[None]:
-    """This process trusts its trigger cache, as a worker whose listener is connected does."""
-    trigger_cache.forget(None)
-    notifications.set_listening(True)
-    try:
-        yield
-    finally:
-        notifications.set_listening(False)
-        trigger_cache.forget(None)
 
 
 def stale_no(account_id: int) -> None:
