@@ -8,7 +8,7 @@ from django.db import connection
 
 from contacts.infrastructure.models import Contact
 from tests.factories import AccountFactory, ContactFactory
-from tests.integration.workflows.support import make_workflow
+from tests.integration.workflows.support import make_workflow, waiting_workflow
 from tests.support import processes
 from tests.support.processes import wait_until
 from tests.support.proxy import FreezingProxy
@@ -63,20 +63,7 @@ def test_an_event_right_after_the_first_listening_publish_is_heard_by_a_worker_t
     assert relay.connections_with(LISTENER) >= 1
     relay.freeze(LISTENER)  # from now on the worker's listener hears nothing, and believes it is connected
 
-    waits = make_workflow(
-        account,
-        [
-            {
-                "key": "wait_gold",
-                "action_type": "wait_for_event",
-                "config": {"event": "tag.added", "match": {"tag": "gold"}, "timeout": 3600, "on_timeout": "late"},
-                "next": "heard",
-            },
-            {"key": "heard", "action_type": "add_tag", "config": {"tag": "heard"}, "next": "$end"},
-            {"key": "late", "action_type": "add_tag", "config": {"tag": "late"}},
-        ],
-        name="Waits for gold",
-    )
+    waits = waiting_workflow(account, name="Waits for gold")
     waiting = start_run(workflow_id=waits.pk, contact_id=contact.pk).execution
     wait_for_status(waiting, "waiting")
     gilder = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "gold"}}], name="Gilder")

@@ -224,3 +224,21 @@ def click_flow(timeout: float) -> list[dict]:
         {"key": "tag_engaged", "action_type": "add_tag", "config": {"tag": "engaged"}, "next": "$end"},
         {"key": "reminder", "action_type": "send_email", "config": {"subject": "Reminder", "text": "Still on: sale."}},
     ]
+
+
+def waiting_workflow(account, name: str = "Waits"):
+    """A workflow that waits for the tag gold: tagged heard when it comes, late when an hour passes."""
+    return make_workflow(
+        account,
+        [
+            {
+                "key": "wait_gold",
+                "action_type": "wait_for_event",
+                "config": {"event": "tag.added", "match": {"tag": "gold"}, "timeout": 3600, "on_timeout": "late"},
+                "next": "heard",
+            },
+            {"key": "heard", "action_type": "add_tag", "config": {"tag": "heard"}, "next": "$end"},
+            {"key": "late", "action_type": "add_tag", "config": {"tag": "late"}},
+        ],
+        name=name,
+    )

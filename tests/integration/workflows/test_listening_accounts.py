@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 
 from contacts.application.services import contact_add_tag
 from contacts.infrastructure.models import Contact
-from tests.integration.workflows.support import make_workflow, run_due_jobs
+from tests.integration.workflows.support import make_workflow, run_due_jobs, waiting_workflow
 from workflows.application.runs.goals import account_has_goals, account_listens, listening_read_once
 from workflows.application.runs.starting import start_run
 from workflows.application.trigger_cache import trigger_cache
@@ -28,23 +28,6 @@ def stale_no(account_id: int) -> None:
     _, generation = trigger_cache.get(account_id, LISTENS)
     trigger_cache.put(account_id, LISTENS, [], generation)
     trigger_cache.put(account_id, GOALS, [], generation)
-
-
-def waiting_workflow(account):
-    return make_workflow(
-        account,
-        [
-            {
-                "key": "wait_gold",
-                "action_type": "wait_for_event",
-                "config": {"event": "tag.added", "match": {"tag": "gold"}, "timeout": 3600, "on_timeout": "late"},
-                "next": "heard",
-            },
-            {"key": "heard", "action_type": "add_tag", "config": {"tag": "heard"}, "next": "$end"},
-            {"key": "late", "action_type": "add_tag", "config": {"tag": "late"}},
-        ],
-        name="Waits",
-    )
 
 
 def test_an_event_after_the_first_listening_publish_is_heard_whatever_the_cache_says(trusted_cache, account, contact):
