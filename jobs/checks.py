@@ -9,6 +9,7 @@ from django.conf import settings
 from django.core.checks import Error, Warning, register
 
 from jobs.infrastructure.database import queue_database
+from jobs.infrastructure.vacuum import QUEUE_TABLES, autovacuum_disabled, storage_parameters
 
 MAX_DEAD_LETTER_RETENTION_DAYS = 3650
 
@@ -58,7 +59,6 @@ def check_queue_settings(app_configs: Any = None, **kwargs: Any) -> list[Error]:
 # dead rows in six minutes at 250 jobs/s, pickup latency rising). Migration 0010 sets the storage parameters
 # below; these are the most a queue can live with. Where autovacuum is off anyway, the workers vacuum the
 # queue's tables themselves (jobs.application.vacuum, JOB_VACUUM).
-QUEUE_TABLES = ("jobs_job", "jobs_lane")
 MAX_VACUUM_SCALE_FACTOR = 0.05
 
 
@@ -79,7 +79,7 @@ def autovacuum_problems(using: str | None = None) -> list[Warning]:
                 " WHERE c.relname = ANY(%s) AND c.relkind = 'r' AND pg_table_is_visible(c.oid)",
                 [list(QUEUE_TABLES)],
             )
-            options = {name: dict(o.split("=", 1) for o in opts) for name, opts in cursor.fetchall()}
+            options = {name: storage_parameters(opts) for name, opts in cursor.fetchall()}
             cursor.execute("SELECT current_setting('autovacuum_vacuum_scale_factor')::float8")
             (default_scale,) = cursor.fetchone()
     except DatabaseError:
@@ -104,7 +104,7 @@ def autovacuum_problems(using: str | None = None) -> list[Warning]:
         opts = options.get(table)
         if opts is None:
             continue  # not migrated yet
-        if opts.get("autovacuum_enabled", "true").lower() in ("false", "off", "0", "no"):
+        if autovacuum_disabled(opts):
             problems.append(
                 Warning(
                     f"{table} has autovacuum_enabled = false: it is never vacuumed.",

@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from jobs.application import metrics
 from jobs.domain.vacuum import TableActivity, VacuumPolicy
 from jobs.infrastructure import vacuum as pg
+from jobs.infrastructure.vacuum import QUEUE_TABLES
 
 log = logging.getLogger("relay.jobs")
 
 CHECK_SECONDS = 5.0  # between two reads of the statistics (a read of a few rows in shared memory)
-QUEUE_TABLES = ("jobs_job", "jobs_lane")  # in the queue's database
 OUTBOX_TABLES = ("jobs_outbox",)  # in each database whose outbox the workers move (JOBS_DATABASE)
 
 

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 
 from jobs.domain.vacuum import TableActivity
 
+# The queue's churning tables, in its database: every job is inserted, updated twice and deleted by retention.
+QUEUE_TABLES = ("jobs_job", "jobs_lane")
 _OFF = ("false", "off", "0", "no")
 
 _ACTIVITY = """
@@ -32,6 +34,11 @@ _SERVER = """
 def storage_parameters(reloptions: Sequence[str]) -> dict[str, str]:
     """`ALTER TABLE ... SET (...)`'s values as pg_class keeps them ('name=value' strings)."""
     return dict(option.split("=", 1) for option in reloptions)
+
+
+def autovacuum_disabled(options: dict[str, str]) -> bool:
+    """A table's `autovacuum_enabled = false` (in any of the spellings PostgreSQL accepts)."""
+    return options.get("autovacuum_enabled", "true").lower() in _OFF
 
 
 def server_settings(connection) -> dict[str, str]:
@@ -67,7 +74,7 @@ def table_activity(connection, tables: Sequence[str], server: dict[str, str]) ->
                 vacuum_scale_factor=float(setting("autovacuum_vacuum_scale_factor")),
                 analyze_threshold=int(setting("autovacuum_analyze_threshold")),
                 analyze_scale_factor=float(setting("autovacuum_analyze_scale_factor")),
-                autovacuum_on=server_on and options.get("autovacuum_enabled", "true").lower() not in _OFF,
+                autovacuum_on=server_on and not autovacuum_disabled(options),
                 may_vacuum=bool(may_vacuum),
                 cost_delay_ms=_own_or(float(setting("autovacuum_vacuum_cost_delay")), server["vacuum_cost_delay"]),
                 cost_limit=int(_own_or(int(setting("autovacuum_vacuum_cost_limit")), server["vacuum_cost_limit"])),

@@ -31,12 +31,17 @@ from django.utils.dateparse import parse_datetime
 
 from contacts.infrastructure.store import COLUMNS as CONTACT_ROW
 from contacts.infrastructure.store import row_from_db as contact_row_from_db
+from jobs.domain.states import DEAD_LETTERS, JobStatus
 from jobs.infrastructure.database import is_split, queue_database
 from jobs.infrastructure.outbox import OutboxStore
 from workflows.domain.execution import COUNTED_FOR_LIMIT, ENDED, UNFINISHED, Execution, ExecutionStatus
 from workflows.infrastructure.models import ExecutionLog, WorkflowExecution
 
 RUN_TABLE = WorkflowExecution._meta.db_table
+# A run's job that will not move it again unless an operator retries it: the queue gave up on it, or it was
+# cancelled. (A job that is gone, purged, counts too; the callers say so.)
+JOB_GAVE_UP = tuple(sorted(DEAD_LETTERS | {JobStatus.CANCELLED}))
+_GAVE_UP_SQL = ", ".join(f"'{status}'" for status in JOB_GAVE_UP)  # fixed names, for the statements' text
 LOG_TABLE = ExecutionLog._meta.db_table
 CONTACT_COLUMNS = (
     "id",
@@ -697,7 +702,7 @@ class RunStore:
             " coalesce(j.error_message, '')"
             f" FROM {RUN_TABLE} e LEFT JOIN jobs_job j ON j.id = e.next_job_id"
             " WHERE e.status IN ('active', 'queued', 'waiting') AND e.next_job_id IS NOT NULL"
-            " AND e.updated_at < %s AND (j.id IS NULL OR j.status IN ('dead', 'failed', 'cancelled'))"
+            f" AND e.updated_at < %s AND (j.id IS NULL OR j.status IN ({_GAVE_UP_SQL}))"
             " LIMIT %s",
             [self._prep(WorkflowExecution, "updated_at", older_than), limit],
         )
@@ -733,7 +738,7 @@ class RunStore:
                 job = jobs.get(_id(job_id))
                 if job is None and _id(job_id) not in waiting:
                     found.append((_id(run_id), _id(job_id), "", "missing", ""))
-                elif job is not None and job[1] in ("dead", "failed", "cancelled"):
+                elif job is not None and job[1] in JOB_GAVE_UP:
                     found.append((_id(run_id), _id(job_id), job[0], job[1], job[2] or ""))
         return found[:limit]
 
@@ -750,12 +755,12 @@ class RunStore:
             with connections[queue_database()].cursor() as cursor:
                 cursor.execute("SELECT status FROM jobs_job WHERE id = %s", [job_id])
                 rows = cursor.fetchall()
-            return not rows or rows[0][0] in ("dead", "failed", "cancelled")
+            return not rows or rows[0][0] in JOB_GAVE_UP
         lock = " FOR SHARE" if self._for_update else ""
         rows = self._rows(
             f"SELECT status FROM jobs_job WHERE id = %s{lock}", [self._prep(WorkflowExecution, "next_job_id", job_id)]
         )
-        return not rows or rows[0][0] in ("dead", "failed", "cancelled")
+        return not rows or rows[0][0] in JOB_GAVE_UP
 
     def next_jobs_of_contact(self, contact_id: int) -> list[UUID]:
         """The jobs that hold this contact's runs (each run's next move)."""
