@@ -22,7 +22,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,8 @@ SERVER = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432")
 APP_DB, JOBS_DB = "relay_bench_app", "relay_bench_jobs"
 
 sys.path.insert(0, str(ROOT))
-from bench.queue_throughput import admin, pct, start_workers, stop_workers  # noqa: E402 - sets its own URL
+from bench.pickup import PickupLog, summary  # noqa: E402
+from bench.queue_throughput import admin, start_workers, stop_workers  # noqa: E402 - sets its own URL
 
 os.environ["DATABASE_URL"] = f"{SERVER}/{APP_DB}"  # after that import, which sets DATABASE_URL to its own
 os.environ["JOBS_DATABASE_URL"] = f"{SERVER}/{JOBS_DB}"
@@ -63,53 +63,30 @@ def main() -> None:
 
     from jobs.application.queue import enqueue
 
-    path = tempfile.mktemp(prefix="relay_outbox_", suffix=".txt")  # noqa: S306 - the handler appends to it
-    Path(path).touch()
+    log = PickupLog("relay_outbox_")
 
-    def seen() -> dict[int, float]:
-        return {int(s): float(t) for s, t in (line.split() for line in Path(path).read_text().splitlines())}
+    def through_outbox(seq: int, path: str) -> None:  # rule 2: inside a transaction on default
+        with transaction.atomic():
+            enqueue("bench.latency", {"seq": seq, "path": path})
+
+    def alternating(seq: int, path: str) -> None:  # odd: through the outbox; even: direct (rule 3)
+        if seq % 2:
+            through_outbox(seq, path)
+        else:
+            enqueue("bench.latency", {"seq": seq, "path": path})
 
     log_dir = Path(tempfile.mkdtemp(prefix="relay_outbox_logs_"))
     workers = start_workers(args.procs, args.concurrency, log_dir, "outbox")
-    committed: dict[int, float] = {}
     try:
-        for s in range(5):  # warm-up: workers up and listening on both databases
-            with transaction.atomic():
-                enqueue("bench.latency", {"seq": -1 - s, "path": path})
-        deadline = time.time() + 60
-        while len([k for k in seen() if k < 0]) < 5:
-            if time.time() > deadline:
-                raise RuntimeError(f"warm-up jobs not processed (logs in {log_dir})")
-            time.sleep(0.05)
-        time.sleep(2.0)
-        base = time.time()
-        for i in range(args.count):
-            delay = base + i * args.gap - time.time()
-            if delay > 0:
-                time.sleep(delay)
-            if i % 2:
-                with transaction.atomic():
-                    enqueue("bench.latency", {"seq": i, "path": path})
-            else:
-                enqueue("bench.latency", {"seq": i, "path": path})
-            committed[i] = time.time()
-        deadline = time.time() + 60
-        while not all(i in seen() for i in range(args.count)) and time.time() < deadline:
-            time.sleep(0.1)
+        log.warm_up(through_outbox, what=f" (logs in {log_dir})")  # workers up, listening on both databases
+        log.paced(args.count, args.gap, alternating)
     finally:
         stop_workers(workers)
-    got = seen()
-    os.unlink(path)
-    result: dict[str, Any] = {}
-    for name, parity in (("direct", 0), ("outbox", 1)):
-        lats = [(got[i] - committed[i]) * 1000 for i in range(args.count) if i % 2 == parity and i in got]
-        result[name] = {
-            "received": len(lats),
-            "p50_ms": round(pct(lats, 50), 2),
-            "p95_ms": round(pct(lats, 95), 2),
-            "p99_ms": round(pct(lats, 99), 2),
-            "max_ms": round(max(lats), 2),
-        }
+    result: dict[str, Any] = {
+        "direct": summary(log.latencies_ms(lambda i: i % 2 == 0)),
+        "outbox": summary(log.latencies_ms(lambda i: i % 2 == 1)),
+    }
+    log.remove()
     result["added_p50_ms"] = round(result["outbox"]["p50_ms"] - result["direct"]["p50_ms"], 2)
     print(json.dumps(result, indent=2))
     if not args.keep_db:

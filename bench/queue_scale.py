@@ -33,6 +33,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(HERE))  # this checkout's bench helpers, before main() puts --code's modules first
+from bench.pickup import PickupLog, pct, summary  # noqa: E402
+
 SERVER = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432")
 
 
@@ -54,14 +57,6 @@ while True:
     n["samples"] += 1
     time.sleep(0.01)
 """
-
-
-def pct(values: list[float], p: float) -> float:
-    values = sorted(values)
-    k = (len(values) - 1) * p / 100
-    lo = int(k)
-    hi = min(lo + 1, len(values) - 1)
-    return values[lo] + (values[hi] - values[lo]) * (k - lo)
 
 
 class Bench:
@@ -206,27 +201,15 @@ class Bench:
 
         from jobs.application.queue import enqueue
 
-        path = tempfile.mktemp(prefix="relay_scale_w2_", suffix=".txt")  # noqa: S306 - the handler appends
-        Path(path).touch()
+        log = PickupLog("relay_scale_w2_")
 
-        def seen() -> dict[int, float]:
-            out = {}
-            for line in Path(path).read_text().splitlines():
-                seq, t = line.split()
-                out[int(seq)] = float(t)
-            return out
+        def put(seq: int, path: str) -> None:
+            enqueue("bench.latency", {"seq": seq, "path": path})
 
         workers = self.start_workers(tag)
         side = None
         try:
-            for s in range(5):
-                enqueue("bench.latency", {"seq": -1 - s, "path": path})
-            deadline = time.time() + 120
-            while len([k for k in seen() if k < 0]) < 5:
-                if time.time() > deadline:
-                    raise RuntimeError("warm-up jobs not processed")
-                time.sleep(0.05)
-            time.sleep(2.0)
+            log.warm_up(put, timeout=120)
             if during is not None:
                 side = threading.Thread(target=during, daemon=True)
                 side.start()
@@ -236,17 +219,7 @@ class Bench:
                 watch = subprocess.Popen(
                     [sys.executable, "-c", WAIT_SAMPLER, self.url], stdout=subprocess.PIPE, text=True
                 )
-            committed = {}
-            base = time.time()
-            for i in range(self.args.count):
-                delay = base + i * self.args.gap - time.time()
-                if delay > 0:
-                    time.sleep(delay)
-                enqueue("bench.latency", {"seq": i, "path": path})
-                committed[i] = time.time()
-            deadline = time.time() + 60
-            while not all(i in seen() for i in range(self.args.count)) and time.time() < deadline:
-                time.sleep(0.1)
+            log.paced(self.args.count, self.args.gap, put)
             side_running = side is not None and side.is_alive()
             if watch is not None:
                 watch.terminate()
@@ -254,16 +227,8 @@ class Bench:
         finally:
             self.stop_workers(workers)
             connection.close()
-        got = seen()
-        lats = [(got[i] - committed[i]) * 1000 for i in range(self.args.count) if i in got]
-        os.unlink(path)
-        out = {
-            "received": len(lats),
-            "p50_ms": round(pct(lats, 50), 2),
-            "p95_ms": round(pct(lats, 95), 2),
-            "p99_ms": round(pct(lats, 99), 2),
-            "max_ms": round(max(lats), 2),
-        }
+        out = summary(log.latencies_ms())
+        log.remove()
         if sample:
             out["waits_sampled"] = waits
         if during is not None:

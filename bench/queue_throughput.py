@@ -60,11 +60,11 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 os.environ["JOB_HANDLER_MODULES"] = "bench.handlers"
 
 
-def _pgcost():
-    """bench/pgcost.py from this checkout, whichever checkout's code runs (--code)."""
+def _bench_module(name: str):
+    """bench/<name>.py from this checkout, whichever checkout's code runs (--code)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("relay_bench_pgcost", HERE / "bench" / "pgcost.py")
+    spec = importlib.util.spec_from_file_location(f"relay_bench_{name}", HERE / "bench" / f"{name}.py")
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -73,12 +73,8 @@ def _pgcost():
     return module
 
 
-def pct(values: list[float], p: float) -> float:
-    values = sorted(values)
-    k = (len(values) - 1) * p / 100
-    lo = int(k)
-    hi = min(lo + 1, len(values) - 1)
-    return values[lo] + (values[hi] - values[lo]) * (k - lo)
+PICKUP = _bench_module("pickup")  # W2's measure, shared with queue_scale.py and outbox_latency.py
+pct = PICKUP.pct
 
 
 def admin(sql: str) -> None:
@@ -197,7 +193,7 @@ def w1(args, log_dir: Path) -> dict:
     reset()
     cost = cpu0 = cpu1 = None
     if WANT_CPU:
-        cost = _pgcost().PgCost(SERVER, DB)
+        cost = _bench_module("pgcost").PgCost(SERVER, DB)
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_backend_pid()")
             cost.exclude_backend(cursor.fetchone()[0])
@@ -263,52 +259,22 @@ def w2(args, log_dir: Path) -> dict:
     from jobs.application.queue import enqueue
 
     reset()
-    path = tempfile.mktemp(prefix="relay_w2_", suffix=".txt")  # noqa: S306 - the handler appends to it
-    Path(path).touch()
+    log = PICKUP.PickupLog("relay_w2_")
 
-    def seen() -> dict[int, float]:
-        out = {}
-        for line in Path(path).read_text().splitlines():
-            seq, t = line.split()
-            out[int(seq)] = float(t)
-        return out
+    def put(seq: int, path: str) -> None:
+        enqueue("bench.latency", {"seq": seq, "path": path})
 
     workers = start_workers(args.procs, args.concurrency, log_dir, "w2")
     sweep = Sweep(args.sweep).__enter__()
     try:
-        for s in range(5):  # warm-up: workers up and listening
-            enqueue("bench.latency", {"seq": -1 - s, "path": path})
-        deadline = time.time() + 60
-        while len([k for k in seen() if k < 0]) < 5:
-            if time.time() > deadline:
-                raise RuntimeError("warm-up jobs not processed")
-            time.sleep(0.05)
-        time.sleep(2.0)  # let the workers go idle
-        committed = {}
-        base = time.time()
-        for i in range(args.count):
-            delay = base + i * args.gap - time.time()
-            if delay > 0:
-                time.sleep(delay)
-            enqueue("bench.latency", {"seq": i, "path": path})
-            committed[i] = time.time()
-        deadline = time.time() + 60
-        while not all(i in seen() for i in range(args.count)) and time.time() < deadline:
-            time.sleep(0.1)
+        log.warm_up(put)  # workers up and listening, then idle
+        log.paced(args.count, args.gap, put)
     finally:
         sweep.__exit__()
         stop_workers(workers)
-    got = seen()
-    lats = [(got[i] - committed[i]) * 1000 for i in range(args.count) if i in got]
-    os.unlink(path)
-    return {
-        "workload": "W2",
-        "received": len(lats),
-        "p50_ms": round(pct(lats, 50), 2),
-        "p95_ms": round(pct(lats, 95), 2),
-        "p99_ms": round(pct(lats, 99), 2),
-        "max_ms": round(max(lats), 2),
-    }
+    lats = log.latencies_ms()
+    log.remove()
+    return {"workload": "W2", **PICKUP.summary(lats)}
 
 
 def main() -> None:
@@ -334,7 +300,7 @@ def main() -> None:
 
     setup()
     if WANT_CPU:
-        _pgcost().PgCost(SERVER, DB).install()
+        _bench_module("pgcost").PgCost(SERVER, DB).install()
     import django
 
     django.setup()
