@@ -7,9 +7,11 @@ winter) and kept in UTC. Which tick is due is decided on the database's clock by
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 MAX_COUNTED_TICKS = 100_000  # counting missed ticks stops here (a per-minute schedule off for ~70 days)
+# Whether an expression fires at all does not depend on when one asks (five fields, no year): any instant will do.
+_PROBE = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 class InvalidCron(ValueError):
@@ -21,6 +23,22 @@ class InvalidTimeZone(ValueError):
 
 
 def validate_cron(expression: str) -> str:
+    """The expression, spaces normalised, if it is five cron fields that match some date; else InvalidCron.
+
+    `0 0 30 2 *` is well formed but no date has a 30 February: croniter accepts it and then fails to find a
+    tick, so it is refused here, where the caller can name the field, and not when the first tick is computed.
+    """
+    expression = _normalized(expression)
+    try:
+        croniter(expression, _PROBE).get_next(datetime)
+    except CroniterBadDateError:
+        raise InvalidCron(
+            f"{expression!r} never fires: no date matches its day of the month and month (e.g. 30 February)"
+        ) from None
+    return expression
+
+
+def _normalized(expression: str) -> str:
     expression = " ".join(str(expression).split())
     if len(expression.split(" ")) != 5 or not croniter.is_valid(expression):
         raise InvalidCron(f"{expression!r} is not a five-field cron expression")
@@ -51,7 +69,7 @@ def _zones() -> frozenset[str]:
 def next_tick(expression: str, after: datetime, time_zone: str = "UTC") -> datetime:
     """The first tick strictly after `after` (an aware datetime), read in `time_zone`; returned in UTC."""
     local = after.astimezone(ZoneInfo(time_zone))
-    return croniter(validate_cron(expression), local).get_next(datetime).astimezone(UTC)
+    return croniter(_normalized(expression), local).get_next(datetime).astimezone(UTC)
 
 
 def ticks_missed(expression: str, tick: datetime, now: datetime, time_zone: str = "UTC") -> int:

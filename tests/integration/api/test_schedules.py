@@ -239,3 +239,14 @@ def test_old_tick_records_are_purged_and_the_runs_they_started_stay(owner_api, a
     assert hook_runs_purge(older_than_days=0) == 0  # 0: kept forever
     sync_schedules()
     assert Schedule.objects.get(name="relay.purge_hook_runs").handler == "workflows.purge_hook_runs"
+
+
+@pytest.mark.parametrize("cron", ["0 0 30 2 *", "0 0 31 4,6 *"])
+def test_a_cron_that_never_fires_is_a_400_naming_cron_and_nothing_is_stored(owner_api, workflow, cron):
+    body = assert_problem(
+        owner_api.post("/api/v1/schedules", start_workflow_hook(workflow, cron=cron), format="json"), 400
+    )
+    assert error_fields(body) == ["cron"]
+    assert "never fires" in body["errors"][0]["message"]
+    assert not ScheduledHook.objects.exists()
+    assert not Schedule.objects.filter(name__startswith="hook:").exists()

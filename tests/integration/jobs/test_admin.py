@@ -70,3 +70,20 @@ def test_the_changelist_lists_newest_first_and_filters_by_age_on_the_primary_key
     assert recent == [second.pk, first.pk]
     assert [job.pk for job in client.get(url, {"created": "older"}).context["cl"].result_list] == []
     assert [job.pk for job in client.get(url, {"created": "7d"}).context["cl"].result_list] == listed
+
+
+@pytest.mark.parametrize("cron", ["0 0 30 2 *", "0 0 31 11 *"])
+def test_a_schedule_whose_cron_never_fires_is_a_form_error_on_cron(client, superuser, cron):
+    from jobs.models import Schedule
+
+    client.force_login(superuser)
+    response = client.post(
+        reverse("admin:jobs_schedule_add"),
+        {"name": "never", "cron": cron, "timezone": "UTC", "handler": "noop", "payload": "{}", "queue": "default"}
+        | {"priority": "0", "enabled": "on"},
+    )
+    assert response.status_code == 200  # the form again, not a 500 and not a redirect
+    errors = response.context["adminform"].form.errors
+    assert list(errors) == ["cron"], errors
+    assert "never fires" in errors["cron"][0]
+    assert not Schedule.objects.filter(name="never").exists()
