@@ -146,9 +146,26 @@ def problem_document(status: int, detail: str, *, type_: str = BLANK, title: str
     }
 
 
+def encodable(value: Any) -> Any:
+    """The document with every text in it encodable as UTF-8: a lone surrogate (which a client can send as
+    `"\\ud800"` in JSON, and which a message may quote) is written as its escape, `\\ud800`, instead of failing
+    the rendering of the answer with a UnicodeEncodeError. Every problem document passes through here."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value
+    if isinstance(value, Mapping):
+        return {encodable(key): encodable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [encodable(item) for item in value]
+    return value
+
+
 def problem_http_response(status: int, detail: str, *, headers: Mapping[str, str] | None = None) -> HttpResponse:
     """A problem answered outside DRF (middleware, URL resolver, handler404/500), rendered exactly as DRF would."""
-    body = JSONRenderer().render(problem_document(status, detail))
+    body = JSONRenderer().render(encodable(problem_document(status, detail)))
     response = HttpResponse(body, status=status, content_type=PROBLEM_CONTENT_TYPE)
     for name, value in (headers or {}).items():
         response[name] = value
@@ -262,6 +279,7 @@ def problem_exception_handler(exc: Exception, context: Mapping[str, Any]) -> Res
         document = problem_document(exc.status_code, str(detail))
 
     set_rollback()
+    document = encodable(document)
     return Response(document, status=document["status"], headers=headers, content_type=PROBLEM_CONTENT_TYPE)
 
 

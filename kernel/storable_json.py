@@ -4,16 +4,20 @@ Python's JSON reader takes what PostgreSQL's jsonb refuses, and the refusal then
 database as a 500 whose error quotes the row: numbers that are not finite (`NaN`, `Infinity`, and a literal
 beyond the float range such as `1e400`, read as infinity), NUL characters, unpaired surrogates (not UTF-8).
 Nesting deep enough to exhaust the stack is refused too. Each is found with the path of the value, so the
-answer names the field (`custom_fields.n`).
+answer names the field (`custom_fields.n`). A key in a path is written with its control characters and
+surrogates escaped (`custom_fields.\\ud800`): the path goes into an error message, which must be printable
+and encodable even when the key itself is what cannot be stored.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
 MAX_DEPTH = 32
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
 NOT_FINITE = "must be a finite number (NaN, Infinity and numbers beyond ±1.8e308 cannot be stored)"
 
 
@@ -37,7 +41,8 @@ def find_unstorable(value: Any, path: str = "", depth: int = 0) -> Unstorable | 
         return _text_problem(value, path)
     if isinstance(value, dict):
         for key, item in value.items():
-            sub = f"{path}.{key}" if path else str(key)
+            name = escaped(key) if isinstance(key, str) else str(key)
+            sub = f"{path}.{name}" if path else name
             found = (_text_problem(key, sub) if isinstance(key, str) else None) or find_unstorable(item, sub, depth + 1)
             if found:
                 return found
@@ -47,6 +52,11 @@ def find_unstorable(value: Any, path: str = "", depth: int = 0) -> Unstorable | 
             if found:
                 return found
     return None
+
+
+def escaped(text: str) -> str:
+    """`text` with control characters and surrogates written as JSON escapes (`\\u0000`, `\\ud800`)."""
+    return _UNPRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _text_problem(text: str, path: str) -> Unstorable | None:

@@ -4,11 +4,19 @@ import io
 from datetime import UTC, datetime
 
 import pytest
-from rest_framework.exceptions import ErrorDetail, ParseError
+from rest_framework.exceptions import ErrorDetail, ParseError, ValidationError
+from rest_framework.renderers import JSONRenderer
 
 from api.filters import Boolean, Choice, FilterSet, Integer, Text, Timestamp
 from api.parsers import StrictJSONParser
-from api.problems import InvalidInput, error_paths, problem_document, summarize
+from api.problems import (
+    InvalidInput,
+    error_paths,
+    problem_document,
+    problem_exception_handler,
+    problem_http_response,
+    summarize,
+)
 from jobs.domain.states import JobStatus
 from kernel.storable_json import NOT_FINITE
 
@@ -165,3 +173,38 @@ def test_strict_json_keeps_large_finite_numbers():
 def test_strict_json_names_where_an_unstorable_text_is():
     with pytest.raises(ParseError, match=r"custom_fields\.note contains a NUL character"):
         strict(b'{"custom_fields": {"note": "a\\u0000b"}}')
+
+
+@pytest.mark.parametrize(
+    ("raw", "named"),
+    [
+        (b'{"\\ud800": 1}', "\\ud800 contains an unpaired surrogate"),
+        (b'{"custom_fields": {"\\udfff": 1}}', "custom_fields.\\udfff contains an unpaired surrogate"),
+        (b'{"a": [{"b\\ud800c": {"d": 1}}]}', "a[0].b\\ud800c contains an unpaired surrogate"),
+        (b'{"ok": {"\\ud800": "\\ud800"}}', "ok.\\ud800 contains an unpaired surrogate"),
+        (b'{"a\\u0000": 1}', "a\\u0000 contains a NUL character"),
+    ],
+)
+def test_an_unstorable_key_is_named_with_its_path_escaped(raw, named):
+    with pytest.raises(ParseError) as refused:
+        strict(raw)
+    detail = str(refused.value.detail)
+    assert detail == f"JSON parse error - {named}"
+    detail.encode("utf-8")  # the message itself can be written out
+    assert "\x00" not in detail
+
+
+def test_every_problem_document_is_encodable_whatever_its_message_quotes():
+    for exc in (
+        ParseError("bad \ud800 key"),
+        ValidationError({"\udc80": ["is \ud800 wrong"]}),
+        InvalidInput.field("a.\ud800", "no \udfff"),
+    ):
+        response = problem_exception_handler(exc, {})
+        assert response is not None
+        response.accepted_renderer = JSONRenderer()
+        response.accepted_media_type = "application/problem+json"
+        response.renderer_context = {}
+        body = response.rendered_content.decode("utf-8")
+        assert "\\\\ud800" in body or "\\\\udc80" in body or "\\\\udfff" in body, body
+    assert b"\\\\ud800" in problem_http_response(404, "no \ud800 here").content
