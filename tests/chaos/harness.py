@@ -15,12 +15,13 @@ import random
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
+from tests.chaos.history import Change
 from tests.chaos.invariants import Report, check_worker_identities
 from tests.support.handlers import read_records
 from tests.support.processes import WorkerProcess, wait_until
@@ -49,14 +50,18 @@ class Fleet:
         self.env = {**BASE_ENV, "LOG_LEVEL": "INFO", **env}
         self.all: list[WorkerProcess] = []
         self.live: list[WorkerProcess] = []
+        self.apps: dict[str, WorkerProcess] = {}  # each process's application_name (PGAPPNAME): who wrote a change
         self.kills: list[tuple[int, float]] = []  # (pid, when)
         self.rng = random.Random(int(os.environ.get("RELAY_CHAOS_SEED", "14")))
 
     def start(self, count: int = 1, *, wait: bool = True, **env: str) -> list[WorkerProcess]:
-        started = [
-            self._start_worker("--concurrency", str(self.concurrency), **{**self.env, **env}) for _ in range(count)
-        ]
-        self.all += started
+        started = []
+        for _ in range(count):
+            app = f"chaos-worker-{len(self.all) + 1}"
+            worker = self._start_worker("--concurrency", str(self.concurrency), **{**self.env, **env, "PGAPPNAME": app})
+            self.apps[app] = worker
+            self.all.append(worker)
+            started.append(worker)
         self.live += started
         if wait:
             for worker in started:
@@ -80,8 +85,11 @@ class Fleet:
     def logs(self) -> list[str]:
         return [worker.output() for worker in self.all]
 
-    def check_identities(self, report: Report, records: list[dict[str, Any]]) -> None:
-        check_worker_identities(report, self.logs(), records)
+    def check_identities(
+        self, report: Report, records: list[dict[str, Any]], changes: Mapping[str, Sequence[Change]] | None = None
+    ) -> None:
+        """I8 over every process this fleet started, its attempts (records) and its claims (changes)."""
+        check_worker_identities(report, {app: w.output() for app, w in self.apps.items()}, records, changes)
         report.figures["kills"] = len(self.kills)
 
     def wait_started(self) -> None:

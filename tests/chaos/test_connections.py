@@ -69,7 +69,7 @@ def test_a_postgresql_restart_mid_run_loses_nothing_and_the_caught_jobs_complete
         fleet.wait_started()
         fleet.assert_alive()
         found = records(runs_path)
-        check_jobs(
+        changes = check_jobs(
             report,
             database.url,
             job_ids=ids,
@@ -77,7 +77,7 @@ def test_a_postgresql_restart_mid_run_loses_nothing_and_the_caught_jobs_complete
             lease_seconds=LEASE_SECONDS,
             once_ids=once_ids(ids, specs),
         )
-        fleet.check_identities(report, found)
+        fleet.check_identities(report, found, changes)
         report.figures["caught_mid_attempt"] = len(caught)
         report.figures["drain_after_back_seconds"] = round(finished - back[0], 2)
         logs = "".join(fleet.logs())
@@ -112,8 +112,10 @@ def test_every_worker_connection_cut_mid_run_loses_nothing(url, runs_path, start
     fleet.wait_started()
     fleet.assert_alive()
     found = records(runs_path)
-    check_jobs(report, url, job_ids=ids, records=found, lease_seconds=LEASE_SECONDS, once_ids=once_ids(ids, specs))
-    fleet.check_identities(report, found)
+    changes = check_jobs(
+        report, url, job_ids=ids, records=found, lease_seconds=LEASE_SECONDS, once_ids=once_ids(ids, specs)
+    )
+    fleet.check_identities(report, found, changes)
     report.figures["faults"] = len(cuts)
     report.figures["connections_cut"] = sum(c[2] for c in cuts)
     report.figures["caught_mid_attempt"] = sum(len(c[1]) for c in cuts)
@@ -148,10 +150,10 @@ def test_the_notification_connection_cut_again_and_again_polling_still_picks_eve
     fleet.assert_alive()
 
     found = records(runs_path)
-    check_jobs(report, url, job_ids=ids + heard, records=found, lease_seconds=LEASE_SECONDS)
+    changes = check_jobs(report, url, job_ids=ids + heard, records=found, lease_seconds=LEASE_SECONDS)
     # Slack for a loaded machine: a poll is due every `poll` seconds; the claim and the handler start follow.
-    check_pickup(report, found, job_created(url, ids), within=poll + 2.0)
-    fleet.check_identities(report, found)
+    check_pickup(report, changes, job_created(url, ids), within=poll + 2.0)
+    fleet.check_identities(report, found, changes)
     report.figures["listener_connections_cut"] = cut
     publish(report)
     report.assert_held()

@@ -73,8 +73,10 @@ def test_kill_9_of_random_workers_during_a_drain_loses_no_job_and_completes_none
     fleet.assert_alive()
 
     found = records(runs_path)
-    check_jobs(report, url, job_ids=ids, records=found, lease_seconds=LEASE_SECONDS, once_ids=once_ids(ids, specs))
-    fleet.check_identities(report, found)
+    changes = check_jobs(
+        report, url, job_ids=ids, records=found, lease_seconds=LEASE_SECONDS, once_ids=once_ids(ids, specs)
+    )
+    fleet.check_identities(report, found, changes)
     report.figures["recovery_seconds"] = recovery_after_kills(url, fleet, found)
     report.figures["drain_after_last_kill_seconds"] = round(finished - last, 2)
     report.figures["wall_seconds"] = round(finished - started, 1)

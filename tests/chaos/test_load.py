@@ -94,8 +94,8 @@ def test_a_long_repeatable_read_transaction_during_a_steady_load(url, runs_path,
         fleet.assert_alive()
 
         found = records(runs_path)
-        check_jobs(report, database.url, job_ids=ids, records=found, lease_seconds=LEASE_SECONDS)
-        fleet.check_identities(report, found)
+        changes = check_jobs(report, database.url, job_ids=ids, records=found, lease_seconds=LEASE_SECONDS)
+        fleet.check_identities(report, found, changes)
         waits = pickup_by_tag(found, job_created(database.url, ids))
         for phase, _ in phases:
             report.figures[f"pickup_p50_{phase}_seconds"] = percentile(waits.get(phase, []), 0.5)
@@ -139,8 +139,8 @@ def test_one_accounts_burst_beside_a_trickle_from_others(url, runs_path, start_w
 
     found = records(runs_path)
     ids = burst_ids + trickle_ids
-    check_jobs(report, url, job_ids=ids, records=found, lease_seconds=LEASE_SECONDS)
-    fleet.check_identities(report, found)
+    changes = check_jobs(report, url, job_ids=ids, records=found, lease_seconds=LEASE_SECONDS)
+    fleet.check_identities(report, found, changes)
     waits = pickup_by_tag(found, job_created(url, trickle_ids))
     trickle_waits = waits.get("trickle", [])
     report.figures["burst_jobs"] = burst

@@ -51,8 +51,10 @@ def test_a_worker_frozen_past_its_lease_then_resumed_cannot_finalise_what_anothe
     fleet.assert_alive()
 
     found = records(runs_path)
-    check_jobs(report, url, job_ids=ids, records=found, lease_seconds=LEASE_SECONDS, once_ids=once_ids(ids, specs))
-    fleet.check_identities(report, found)
+    changes = check_jobs(
+        report, url, job_ids=ids, records=found, lease_seconds=LEASE_SECONDS, once_ids=once_ids(ids, specs)
+    )
+    fleet.check_identities(report, found, changes)
     stale_ends = [r for r in found if r["event"] == "end" and r["attempt"] == 1 and r["outcome"] == "done"]
     report.figures["stale_attempts_that_returned"] = len(stale_ends)
     report.figures["frozen_seconds"] = round(resumed_at - frozen_at, 2)
@@ -97,9 +99,11 @@ def test_a_worker_two_minutes_fast_keeps_leases_due_times_and_ticks_on_the_datab
     fleet.assert_alive()
 
     found = records(runs_path)
-    check_jobs(report, url, job_ids=ids, records=found, lease_seconds=LEASE_SECONDS, once_ids=once_ids(ids, specs))
+    changes = check_jobs(
+        report, url, job_ids=ids, records=found, lease_seconds=LEASE_SECONDS, once_ids=once_ids(ids, specs)
+    )
     check_ticks(report, url, handler="chaos.work", tag="cron", due=[tick.isoformat() for tick in due])
-    fleet.check_identities(report, found)
+    fleet.check_identities(report, found, changes)
     skewed_starts = [r for r in found if r["event"] == "start" and f":{skewed.pid}:" in r["worker"]]
     report.figures["attempts_on_the_skewed_worker"] = len(skewed_starts)
     report.figures["host_clock_offset_seconds"] = SKEW
