@@ -16,7 +16,15 @@ from workflows.application.runs.moves import RESUME_HANDLER, STEP_HANDLER
 from workflows.application.runs.operating import job_died, reconcile_stranded
 from workflows.application.runs.stepping import end_wait, run_step
 from workflows.application.runs.waiting import EVENT_HANDLER, event_arrived
-from workflows.application.scheduled_hooks import HOOK_HANDLER, PURGE_RUNS_HANDLER, hook_runs_purge, run_hook
+from workflows.application.scheduled_hooks import (
+    DELIVERY_HANDLER,
+    HOOK_HANDLER,
+    PURGE_RUNS_HANDLER,
+    deliver_hook_webhook,
+    hook_delivery_ended,
+    hook_runs_purge,
+    run_hook,
+)
 
 RECONCILE_HANDLER = "workflows.reconcile"
 
@@ -84,6 +92,24 @@ def scheduled_hook(payload: dict[str, Any], job: JobContext) -> None:
         missed_ticks=require(payload, "missed_ticks", int, optional=True) or 0,
         job_id=job.id,
     )
+
+
+@job_handler(DELIVERY_HANDLER)
+def scheduled_hook_delivery(payload: dict[str, Any], job: JobContext) -> None:
+    """A deliver_webhook tick's webhook: one attempt, its outcome on the tick's record."""
+    deliver_hook_webhook(
+        hook_id=require(payload, "hook", int),
+        tick=datetime.fromisoformat(require(payload, "scheduled_for", str)),
+        job_id=job.id,
+    )
+
+
+@on_dead_letter(DELIVERY_HANDLER)
+def scheduled_hook_delivery_ended(letter: DeadLetter) -> None:
+    """The queue gave up on a tick's webhook: the tick failed, with the stored error."""
+    hook, tick = letter.payload.get("hook"), letter.payload.get("scheduled_for")
+    if isinstance(hook, int) and isinstance(tick, str):
+        hook_delivery_ended(hook_id=hook, tick=datetime.fromisoformat(tick), error=letter.error)
 
 
 @job_handler(PURGE_RUNS_HANDLER)

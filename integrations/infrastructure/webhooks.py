@@ -318,10 +318,15 @@ class RequestsWebhookClient:
         message_id = request.message_id or new_message_id()
         started = time.monotonic()
         origin = "webhook"
+        refused: str | None = None
         try:
             outgoing = self._prepare(request, message_id, config)
             origin = outgoing.origin
-            target = self._vet(outgoing, config)
+            try:
+                target = self._vet(outgoing, config)
+            except TargetRefused as exc:
+                refused = str(exc)
+                raise ValidationFailure(f"webhook target refused: {refused}") from None
             outgoing = self._sign(outgoing, request.account_id, message_id)
             response = self._exchange(outgoing, target, config, started, message_id, request)
         except (JobError, *_TRANSPORT_ERRORS) as exc:
@@ -331,15 +336,14 @@ class RequestsWebhookClient:
             who = "webhook" if origin == "webhook" else f"webhook {origin}"
             error = exc if isinstance(exc, JobError) else NetworkFailure(f"{who}: failed ({type(exc).__name__})")
             if getattr(error, "response_data", None) is None:
-                attach_failure_details(
-                    error,
-                    {
-                        "status_code": None,
-                        "duration_ms": round((time.monotonic() - started) * 1000, 1),
-                        "webhook_id": message_id,
-                    },
-                    None,
-                )
+                details: dict[str, Any] = {
+                    "status_code": None,
+                    "duration_ms": round((time.monotonic() - started) * 1000, 1),
+                    "webhook_id": message_id,
+                }
+                if refused is not None:  # nothing was sent: the guard's reason (host and address, never the path)
+                    details["refused"] = refused
+                attach_failure_details(error, details, None)
             log.warning(
                 "webhook %s %s failed after %.0f ms: %s (webhook-id %s)",
                 request.method.upper() if isinstance(request.method, str) else "?",
@@ -431,10 +435,9 @@ class RequestsWebhookClient:
     # --- 2. the target ----------------------------------------------------------------
 
     def _vet(self, outgoing: _Outgoing, config: WebhookSettings) -> VettedTarget:
-        try:
-            return vet_target(outgoing.host, outgoing.port, allow_list=config.allowed_hosts, resolve=self._resolve)
-        except TargetRefused as refused:
-            raise ValidationFailure(f"webhook target refused: {refused}") from None
+        """The address to connect to; TargetRefused (`send` makes it a permanent ValidationFailure whose
+        response data says `refused`, so a caller can tell "not sent" from "sent and failed")."""
+        return vet_target(outgoing.host, outgoing.port, allow_list=config.allowed_hosts, resolve=self._resolve)
 
     # --- 3. the signature -------------------------------------------------------------
 

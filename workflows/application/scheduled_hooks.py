@@ -4,7 +4,9 @@ A hook's ticks are a jobs Schedule (`hook:<id>`, handler `scheduled_hook`, paylo
 paused, resumed and deleted with the hook in one transaction: the queue fires each tick once however many
 workers run, on the database's clock, and folds ticks missed while no worker ran into one (the hook shows how
 many). A tick is recorded as a ScheduledHookRun, unique per (hook, tick), in the transaction that does its
-work: a retried job finds it and does nothing twice.
+work: a retried job finds it and does nothing twice. A deliver_webhook tick queues its delivery (a
+`scheduled_hook.deliver` job, retried as a webhook step is) and stays `delivering` until that job says how it
+ended: succeeded, refused by the SSRF guard, or failed.
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
 from contacts.infrastructure.models import Contact
+from integrations.application.channels import webhook_client, webhook_target_problem
+from integrations.domain.channels import WebhookRequest, failure_details
 from jobs.application.queue import enqueue
 from jobs.domain.schedule import next_tick
 from jobs.infrastructure.clock import database_now
 from jobs.infrastructure.database import is_split
 from jobs.infrastructure.models import Schedule
-from kernel.failures import format_error, is_database_error
+from kernel.failures import JobError, format_error, is_database_error
 from workflows.application.errors import NotFound
 from workflows.application.runs.starting import record_event, start_runs
 from workflows.domain.errors import FieldError, WorkflowDomainError
@@ -44,6 +48,7 @@ from workflows.infrastructure.store import CONTACT_COLUMNS
 log = logging.getLogger("relay.workflows")
 
 HOOK_HANDLER = "scheduled_hook"
+DELIVERY_HANDLER = "scheduled_hook.deliver"
 PURGE_RUNS_HANDLER = "workflows.purge_hook_runs"
 START_CHUNK = 10_000  # start_many's most contacts per call
 KEPT_IDS = 1_000  # execution ids a run record keeps (the count is exact)
@@ -90,7 +95,7 @@ def hook_runs(*, account_id: int, hook_id: int) -> QuerySet[ScheduledHookRun]:
 
 def hook_create(*, account_id: int, definition: dict[str, Any], created_by_id: int | None = None) -> ScheduledHook:
     """Validate the whole hook (every problem by path), then store it and its schedule together."""
-    hook = parse_hook(definition)
+    hook = parse_hook(definition, check_webhook_target=webhook_target_problem)
     _check_references(account_id, hook)
     with transaction.atomic():
         stored = ScheduledHook.objects.create(
@@ -189,11 +194,12 @@ def run_hook(
     if done is not None:
         return done  # a retried job: this tick already ran
     record = {"hook": hook, "tick": tick, "missed_ticks": missed_ticks, "job_id": job_id}
+    status = HookRunStatus.DELIVERING if hook.action == HookAction.DELIVER_WEBHOOK else HookRunStatus.SUCCEEDED
     try:
         with transaction.atomic():
             started, skipped, detail = _act(hook, tick)
             return ScheduledHookRun.objects.create(
-                **record, status=HookRunStatus.SUCCEEDED, started=started, skipped=skipped, detail=detail
+                **record, status=status, started=started, skipped=skipped, detail=detail
             )
     except IntegrityError:
         return ScheduledHookRun.objects.filter(hook=hook, tick=tick).first()  # another attempt recorded it
@@ -208,15 +214,10 @@ def _act(hook: ScheduledHook, tick: datetime) -> tuple[int, int, dict[str, Any]]
     config = hook.config
     scheduled = {"scheduled_for": tick.isoformat(), "hook": hook.pk}
     if hook.action == HookAction.DELIVER_WEBHOOK:
+        # The delivery reads the hook's URL and headers when it runs: its payload carries no secret.
         job = enqueue(
-            "webhook_delivery",
-            {
-                "url": config["url"],
-                "method": config.get("method") or "POST",
-                "headers": config.get("headers") or {},
-                "body": config.get("body"),
-                "account": hook.account_id,
-            },
+            DELIVERY_HANDLER,
+            {"hook": hook.pk, "scheduled_for": tick.isoformat()},
             account=hook.account_id,
             unique_key=f"hook:{hook.pk}:{tick.isoformat()}",
         )
@@ -242,6 +243,65 @@ def _act(hook: ScheduledHook, tick: datetime) -> tuple[int, int, dict[str, Any]]
         ids.extend(str(execution_id) for execution_id in bulk.execution_ids)
         skipped += len(bulk.skipped)
     return len(ids), skipped, {"execution_ids": ids[:KEPT_IDS]}
+
+
+def deliver_hook_webhook(*, hook_id: int, tick: datetime, job_id: UUID) -> ScheduledHookRun | None:
+    """One attempt of a deliver_webhook tick's webhook, and its outcome on the tick's record.
+
+    A 2xx settles it as succeeded (status code and timing in `detail`); a target the SSRF guard refuses (the
+    name resolving elsewhere since the hook was saved) as refused; any other failure is raised for the queue
+    to retry as it retries a webhook step, the latest attempt's error shown meanwhile, and `hook_delivery_ended`
+    settles it as failed when the queue gives up. The `webhook-id` is the job's: the same on every retry.
+    """
+    run = ScheduledHookRun.objects.select_related("hook").filter(hook_id=hook_id, tick=tick).first()
+    if run is None:
+        return None  # the hook was deleted (its records with it): nothing to deliver for
+    if run.status == HookRunStatus.SUCCEEDED:
+        return run  # delivered already (the job ran again after it recorded its outcome)
+    # DELIVERING, or FAILED/REFUSED and an operator retried the job: deliver (again)
+    config = run.hook.config
+    try:
+        response = webhook_client().send(
+            WebhookRequest(
+                method=str(config.get("method") or "POST"),
+                url=str(config.get("url") or ""),
+                headers=dict(config.get("headers") or {}),
+                body=config.get("body"),
+                message_id=f"job_{job_id}",
+                account_id=run.hook.account_id,
+            )
+        )
+    except JobError as exc:
+        refused = bool(failure_details(exc).get("refused"))
+        status = HookRunStatus.REFUSED if refused else HookRunStatus.DELIVERING  # DELIVERING: the queue decides
+        _settle(run, status, format_error(exc), {}, unless=[HookRunStatus.SUCCEEDED])
+        raise
+    outcome = {"status_code": response.status_code, "duration_ms": round(response.duration_ms, 1)}
+    _settle(run, HookRunStatus.SUCCEEDED, "", {**outcome, "webhook_id": response.message_id})
+    return ScheduledHookRun.objects.get(pk=run.pk)
+
+
+def hook_delivery_ended(*, hook_id: int, tick: datetime, error: str) -> None:
+    """The queue gave up on a tick's delivery (retries spent, or a permanent failure): the tick failed,
+    unless its last attempt already said why more exactly (refused)."""
+    run = ScheduledHookRun.objects.filter(hook_id=hook_id, tick=tick).first()
+    if run is not None:
+        _settle(run, HookRunStatus.FAILED, error, {}, unless=[HookRunStatus.SUCCEEDED, HookRunStatus.REFUSED])
+
+
+def _settle(
+    run: ScheduledHookRun,
+    status: HookRunStatus,
+    error: str,
+    detail: dict[str, Any],
+    *,
+    unless: list[HookRunStatus] | None = None,
+) -> None:
+    """Record where a tick's delivery stands, in one conditional UPDATE: a record in one of the `unless`
+    states stays as it is (by default a delivered one)."""
+    ScheduledHookRun.objects.filter(pk=run.pk).exclude(status__in=unless or [HookRunStatus.SUCCEEDED]).update(
+        status=status, error=error, detail={**run.detail, **detail}
+    )
 
 
 def hook_runs_purge(*, older_than_days: float, chunk: int = 5000) -> int:

@@ -290,7 +290,17 @@ def _webhook(r: Reader) -> WebhookConfig:
     method = r.string("method", choices=WEBHOOK_METHODS, default="POST")
     url = r.string("url", required=True, max_length=2000)
     if url is not None:
-        _check_webhook_url(r, url)
+        check_webhook_url(r, url)
+    headers = webhook_headers(r)
+    body = r.json_value("body", max_bytes=WEBHOOK_BODY_MAX_BYTES)
+    if body is not None:
+        r.check_templates_in(r.at("body"), body)
+    return WebhookConfig(url=url or "", method=method or "POST", headers=headers, body=body)
+
+
+def webhook_headers(r: Reader) -> tuple[tuple[str, str], ...]:
+    """The `headers` a webhook may send (a step's, a scheduled hook's): names and values the client will accept,
+    none of Relay's own; each problem named by its path."""
     headers: list[tuple[str, str]] = []
     raw_headers = r.mapping("headers", max_items=50) or {}
     for name, value in raw_headers.items():
@@ -309,13 +319,13 @@ def _webhook(r: Reader) -> WebhookConfig:
             r.error(path, "must be on one line")
         elif r.check_template_at(path, value):
             headers.append((str(name), value))
-    body = r.json_value("body", max_bytes=WEBHOOK_BODY_MAX_BYTES)
-    if body is not None:
-        r.check_templates_in(r.at("body"), body)
-    return WebhookConfig(url=url or "", method=method or "POST", headers=tuple(headers), body=body)
+    return tuple(headers)
 
 
-def _check_webhook_url(r: Reader, url: str) -> None:
+def check_webhook_url(r: Reader, url: str) -> None:
+    """A webhook URL (a step's, a scheduled hook's) at save: an http(s) URL whose host the SSRF guard would let
+    through (`r.context.check_webhook_target`, the send-time guard and allow-list), so what would be refused
+    at send time is refused now, naming `<path>.url`."""
     path = r.at("url")
     if is_template(url):
         # The scheme and host are fixed when the workflow is saved; only what follows may vary per run.

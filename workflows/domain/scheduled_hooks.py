@@ -7,7 +7,8 @@ Three actions:
     post_event       {"event": "weekly.digest", "filter": [conditions], "data": {...}}
                      record that event for each matching contact (what POST /events does for one)
     deliver_webhook  {"url": "https://...", "method": "POST", "headers": {...}, "body": {...}}
-                     one signed, SSRF-guarded webhook (a webhook_delivery job)
+                     one signed, SSRF-guarded webhook (a `scheduled_hook.deliver` job), its URL vetted by
+                     the same guard when the hook is saved
 
 Validation reports every problem by its path (`cron`, `action.workflow`, `action.filter[0].op`) and is plain
 Python; the cron and time-zone rules are the queue's (jobs.domain.schedule).
@@ -21,6 +22,7 @@ from enum import StrEnum
 from typing import Any
 
 from jobs.domain.schedule import InvalidCron, InvalidTimeZone, validate_cron, validate_time_zone
+from workflows.domain.actions import check_webhook_url, webhook_headers
 from workflows.domain.errors import FieldError, WorkflowValidationError
 from workflows.domain.triggers import (
     BUILTIN_EVENTS,
@@ -29,7 +31,7 @@ from workflows.domain.triggers import (
     ContactCondition,
     parse_contact_filter,
 )
-from workflows.domain.validation import Reader, ValidationContext
+from workflows.domain.validation import Reader, TargetCheck, ValidationContext
 
 MAX_DATA_BYTES = 64 * 1024
 
@@ -46,8 +48,14 @@ class HookStatus(StrEnum):
 
 
 class HookRunStatus(StrEnum):
+    """What a tick did. A deliver_webhook tick is DELIVERING from the tick until its delivery ends: SUCCEEDED
+    (the receiver answered 2xx), REFUSED (the SSRF guard refused the target: nothing was sent) or FAILED
+    (the receiver refused it, or the retries ran out). The other actions are done within the tick."""
+
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    DELIVERING = "delivering"
+    REFUSED = "refused"
 
 
 @dataclass(frozen=True)
@@ -64,13 +72,17 @@ class InvalidHook(WorkflowValidationError):
     """A hook that cannot be accepted; every problem is listed by path (HTTP 400)."""
 
 
-def _no_templates() -> ValidationContext:
-    return ValidationContext(check_template=lambda text: None, contact_fields=frozenset())
+def _no_templates(check_webhook_target: TargetCheck | None = None) -> ValidationContext:
+    """A hook fills in no templates (there is no contact to fill them from): its texts are sent as written."""
+    return ValidationContext(
+        check_template=lambda text: None, contact_fields=frozenset(), check_webhook_target=check_webhook_target
+    )
 
 
-def parse_hook(raw: Any) -> HookDefinition:
+def parse_hook(raw: Any, *, check_webhook_target: TargetCheck | None = None) -> HookDefinition:
     """The hook described by `raw` (`{"name", "cron", "timezone", "action": {"type", ...}}`), or InvalidHook
-    naming every problem."""
+    naming every problem. `check_webhook_target` is the SSRF guard's save-time question (the one a webhook
+    step's URL is asked): a deliver_webhook hook to an address it refuses is refused naming `action.url`."""
     errors: list[FieldError] = []
     if not isinstance(raw, dict):
         raise InvalidHook([FieldError("", "must be an object")])
@@ -86,7 +98,7 @@ def parse_hook(raw: Any) -> HookDefinition:
         zone = validate_time_zone(raw.get("timezone", "UTC"))
     except InvalidTimeZone as exc:
         errors.append(FieldError("timezone", str(exc)))
-    action, config, conditions = _parse_action(raw.get("action"), errors)
+    action, config, conditions = _parse_action(raw.get("action"), errors, check_webhook_target)
     for key in raw:
         if key not in ("name", "cron", "timezone", "action"):
             errors.append(FieldError(key, "is not a field of a scheduled hook"))
@@ -95,7 +107,9 @@ def parse_hook(raw: Any) -> HookDefinition:
     return HookDefinition(str(name).strip(), cron, zone, action, config, tuple(conditions))
 
 
-def _parse_action(raw: Any, errors: list[FieldError]) -> tuple[HookAction, dict[str, Any], list[ContactCondition]]:
+def _parse_action(
+    raw: Any, errors: list[FieldError], check_webhook_target: TargetCheck | None
+) -> tuple[HookAction, dict[str, Any], list[ContactCondition]]:
     if not isinstance(raw, dict):
         errors.append(FieldError("action", 'is required: an object with a "type"'))
         return HookAction.DELIVER_WEBHOOK, {}, []
@@ -104,7 +118,7 @@ def _parse_action(raw: Any, errors: list[FieldError]) -> tuple[HookAction, dict[
         errors.append(FieldError("action.type", f"must be one of: {', '.join(a.value for a in HookAction)}"))
         return HookAction.DELIVER_WEBHOOK, {}, []
     action = HookAction(kind)
-    reader = Reader(raw, "action", _no_templates())
+    reader = Reader(raw, "action", _no_templates(check_webhook_target))
     reader.get("type")
     config: dict[str, Any] = {}
     conditions: list[ContactCondition] = []
@@ -135,15 +149,20 @@ def _parse_action(raw: Any, errors: list[FieldError]) -> tuple[HookAction, dict[
         url = raw.get("url")
         if not isinstance(url, str) or not url.lower().startswith(("http://", "https://")) or len(url) > 2048:
             reader.error("action.url", "is required: an http:// or https:// URL of at most 2,048 characters")
+        else:
+            check_webhook_url(reader, url)  # the webhook step's rule: the same guard, asked at save
         method = raw.get("method", "POST")
         if not isinstance(method, str) or method.upper() not in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"):
             reader.error("action.method", "must be one of GET, HEAD, POST, PUT, PATCH, DELETE")
-        headers = raw.get("headers", {})
-        if not isinstance(headers, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
-        ):
+        headers = raw.get("headers") or {}
+        if not isinstance(headers, dict):
             reader.error("action.headers", "must map header names to text values")
-        config.update(url=url, method=str(method).upper(), headers=headers, body=raw.get("body"))
+        else:
+            headers = dict(webhook_headers(reader))  # the step's rule: names, values, none of Relay's own
+        body = raw.get("body")
+        if body is not None:
+            reader.check_json("action.body", body, max_bytes=MAX_DATA_BYTES)
+        config.update(url=url, method=str(method).upper(), headers=headers, body=body)
         allowed = ["type", "url", "method", "headers", "body"]
     for key in raw:
         if key not in allowed:
