@@ -21,6 +21,7 @@ from typing import Any
 from contacts.infrastructure.models import Contact
 from integrations.application.channels import email_channel, webhook_client
 from integrations.domain.channels import EmailMessage, WebhookRequest
+from integrations.domain.sending import Channel, Outbound, Purpose, Refuse, consent
 from jobs.application.context import JobContext
 from jobs.application.payloads import InvalidPayload, require
 from jobs.application.registry import job_handler, payload_check
@@ -113,14 +114,24 @@ def check_email_payload(payload: dict[str, Any]) -> dict[str, str]:
 @job_handler(SEND_EMAIL)
 def send_email(payload: dict[str, Any], job: JobContext) -> dict[str, Any]:
     """One email through EMAIL_URL. When the recipient is a contact of the account (named by `contact`, or
-    found by the address), consent is law: an unsubscribed contact gets nothing and the job completes as
-    skipped; a contact's email carries its unsubscribe link and headers."""
+    found by the address), consent is law (the sending rules' `consent`): an unsubscribed contact gets nothing
+    and the job completes as skipped; a contact's email carries its unsubscribe link and headers."""
     account_id = _account(payload, job)
     to = require(payload, "to", str)
     contact = _recipient(account_id, payload.get("contact"), to)
-    if contact is not None and not contact.consent().allows_email():
-        log.info("send_email job %s skipped: contact %s is unsubscribed", job.id, contact.pk)
-        return {"skipped": "unsubscribed", "contact": contact.pk}
+    if contact is not None:
+        verdict = consent(
+            Outbound(
+                channel=Channel.EMAIL,
+                purpose=Purpose.MARKETING,  # as every send_email job was, until the door lets a sender say otherwise
+                key=f"job_{job.id}",
+                address=to,
+                consent=contact.consent(),
+            )
+        )
+        if isinstance(verdict, Refuse):
+            log.info("send_email job %s skipped: contact %s: %s", job.id, contact.pk, verdict.reason)
+            return {"skipped": verdict.code, "contact": contact.pk}
     result = email_channel().send_email(
         EmailMessage(
             to=to,

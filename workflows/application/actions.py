@@ -29,13 +29,16 @@ from django.db import IntegrityError
 from contacts.application.services import contact_add_tag, contact_remove_tag, contact_update
 from contacts.domain.model import ConsentState, ContactError, normalize_tag
 from integrations.application import channels
+from integrations.domain import sending as sending_rules
 from integrations.domain.channels import EmailMessage, WebhookRequest
+from integrations.domain.sending import Outbound, Purpose, Refuse, combine
 from integrations.domain.tracking import EmailTracking
 from kernel.failures import ValidationFailure
 from workflows.application.engagement import email_engagement, email_tracking_enabled, step_key
 from workflows.domain.actions import (
     END,
     ENDED_BY_STEP,
+    SENDING_CHANNELS,
     SMS_MAX_LENGTH,
     ActionType,
     BranchConfig,
@@ -48,7 +51,6 @@ from workflows.domain.actions import (
     WaitConfig,
     WaitForEventConfig,
     WebhookConfig,
-    consent_refusal,
     http_url_problem,
     parse_datetime,
     split_bucket,
@@ -175,13 +177,21 @@ class ActionExecutor(Protocol):
 
 
 def _skip(run: StepRun, address: str) -> ActionResult | None:
-    """A sending step is skipped, and the run goes on, when consent forbids it or there is nowhere to send."""
+    """A sending step is skipped, and the run goes on, when consent forbids it or there is nowhere to send:
+    the sending rules' `consent` and `address` (integrations.domain.sending), asked as marketing (every
+    workflow message is, until the door lets a workflow say otherwise)."""
     contact = run.contact
-    consent = ConsentState(unsubscribed=contact["unsubscribed"], sms_opted_out=contact["sms_opted_out"])
-    reason = consent_refusal(run.step.action_type, consent)
-    if reason is None and not contact[address]:
-        reason = f"the contact has no {'email address' if address == 'email' else 'phone number'}"
-    return ActionResult({"skipped": reason}, skipped=reason) if reason else None
+    message = Outbound(
+        channel=SENDING_CHANNELS[run.step.action_type],
+        purpose=Purpose.MARKETING,
+        key=run.webhook_message_id,
+        address=contact[address] or "",
+        consent=ConsentState(unsubscribed=contact["unsubscribed"], sms_opted_out=contact["sms_opted_out"]),
+    )
+    verdict = combine([sending_rules.consent(message), sending_rules.address(message)])
+    if isinstance(verdict, Refuse):
+        return ActionResult({"skipped": verdict.reason}, skipped=verdict.reason)
+    return None
 
 
 class SendEmail:

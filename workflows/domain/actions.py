@@ -25,8 +25,9 @@ from typing import Any
 from urllib.parse import urlsplit
 from uuid import UUID
 
-from contacts.domain.model import ConsentState, ContactError, normalize_tag
+from contacts.domain.model import ContactError, normalize_tag
 from integrations.domain.channels import header_value_problem
+from integrations.domain.sending.message import Channel
 from workflows.domain.conditions import EVENT_ROOTS, RUN_ROOTS, Condition, parse_conditions
 from workflows.domain.triggers import EVENT_NAME
 from workflows.domain.validation import Reader, is_template
@@ -95,23 +96,12 @@ WAITING_ACTIONS = frozenset({ActionType.WAIT, ActionType.WAIT_FOR_EVENT})
 
 EXTERNAL_ACTIONS = frozenset({ActionType.SEND_EMAIL, ActionType.SEND_SMS, ActionType.SEND_VOICE, ActionType.WEBHOOK})
 
-# Consent is law: which of the contact's consents each sending action needs (contacts owns the rule itself).
-_CONSENT = {
-    ActionType.SEND_EMAIL: ("email", ConsentState.allows_email),
-    ActionType.SEND_SMS: ("SMS", ConsentState.allows_sms),
-    ActionType.SEND_VOICE: ("calls", ConsentState.allows_voice),
+# What each sending action sends: the sending rules (integrations.domain.sending) are asked per channel.
+SENDING_CHANNELS = {
+    ActionType.SEND_EMAIL: Channel.EMAIL,
+    ActionType.SEND_SMS: Channel.SMS,
+    ActionType.SEND_VOICE: Channel.VOICE,
 }
-
-
-def consent_refusal(action_type: ActionType, consent: ConsentState) -> str | None:
-    """Why the contact's consent forbids this action, or None. Checked when the step runs, not when the run starts."""
-    needed = _CONSENT.get(action_type)
-    if needed is None:
-        return None
-    channel, allows = needed
-    if allows(consent):
-        return None
-    return "the contact unsubscribed from email" if channel == "email" else f"the contact opted out of {channel}"
 
 
 @dataclass(frozen=True)
