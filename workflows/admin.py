@@ -604,7 +604,9 @@ class WorkflowAdmin(AccountScopedAdmin):
             contact = contacts.order_by("-id").first()
         return account, form, config, contact.pk if contact else None
 
-    def preview_view(self, request: HttpRequest) -> HttpResponse:
+    def preview_view(self, request: HttpRequest) -> JsonResponse:
+        """The step as the contact would get it, as JSON: the builder puts each text in as text (contacts'
+        data is never markup on this page) and the sanitised HTML part in a sandboxed frame."""
         if not self.has_view_permission(request):
             raise PermissionDenied
         account, form, config, contact_id = self._posted_step(request)
@@ -621,8 +623,8 @@ class WorkflowAdmin(AccountScopedAdmin):
                 contact_id=contact_id,
             )
             problems = preview.problems
-        context = {"preview": preview, "problems": problems}
-        return TemplateResponse(request, "admin/workflows/workflow/preview.html", context)
+        shown = preview.as_dict() if preview is not None and not problems else None
+        return JsonResponse({"problems": problems, "preview": shown})
 
     def send_test_view(self, request: HttpRequest) -> JsonResponse:
         if not self.has_change_permission(request):

@@ -7,6 +7,7 @@ the chosen contact's data as a run would render them, and a test goes out throug
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,7 +42,7 @@ class StepPreview:
     contact_label: str
     subject: str = ""
     text: str = ""
-    html: str = ""  # sanitised
+    html: str = ""  # sanitised (nh3): shown only in a sandboxed frame
     sms: str = ""
     voice_message: str = ""
     recording_url: str = ""
@@ -50,6 +51,11 @@ class StepPreview:
     @property
     def sms_length(self) -> int:
         return len(self.sms)
+
+    def as_dict(self) -> dict[str, Any]:
+        """What the builder shows, as data: every text a plain string the page puts in as text, never as
+        markup (a contact's name may be `<img src=x onerror=...>`); `html` sanitised, for a sandboxed frame."""
+        return {**dataclasses.asdict(self), "sms_length": self.sms_length}
 
 
 class PreviewRefused(ValueError):

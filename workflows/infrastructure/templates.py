@@ -1,7 +1,9 @@
 """Step templates rendered by Django's template language, fenced in.
 
 Two engines: autoescape off for text (subjects, SMS, webhook bodies) and on
-for HTML. Neither loads files or libraries: `{% include %}`, `{% extends %}`,
+for HTML. Both return a plain `str`, never Django's SafeString: what a step
+renders carries contacts' data, and whoever shows it escapes or sanitises it.
+Neither loads files or libraries: `{% include %}`, `{% extends %}`,
 `{% load %}`, `{% debug %}`, `{% url %}` and `{% csrf_token %}` do not exist
 here; `if`, `for`, `with`, `firstof`, `now`, `filter` and all the default
 filters do. The context is read-only plain data (workflows.domain.templates),
@@ -306,7 +308,11 @@ class DjangoTemplateRenderer:
             raise TemplateError(f"template could not be rendered: {type(exc).__name__}: {exc}") from None
         if len(output) > MAX_OUTPUT:
             raise TemplateError(f"rendered text is longer than {MAX_OUTPUT:,} characters")
-        return output
+        # Django hands back a SafeString, which every Django template then shows unescaped: a contact's
+        # `<img onerror=...>` first name, rendered into a text part, would be markup on whatever page shows
+        # it. What a step renders is data, never markup to trust: a plain str, escaped wherever it is shown
+        # (an HTML part is sanitised, nh3, where it is displayed).
+        return str.__str__(output)
 
 
 def _names_bound_with_as(nodelist: NodeList) -> frozenset[str]:

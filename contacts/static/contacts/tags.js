@@ -21,7 +21,7 @@
     if (help) help.textContent = "Type a tag and press Enter; pick one of the account's tags as you type.";
     const tags = function () { return input.value.split(",").map(function (t) { return t.trim(); }).filter(Boolean); };
     const render = function () {
-      chips.innerHTML = "";
+      chips.replaceChildren();
       tags().forEach(function (tag, index) {
         const chip = document.createElement("span");
         chip.className = "relay-chip";

@@ -205,13 +205,46 @@ def test_preview_renders_the_email_for_a_contact_sanitised(marketer, account):
     fields = {"subject": "Hi {{ contact.first_name }}", "text": "T", "html": '<p onclick="x()">Hi <script>a</script>'}
     data = _step_post(account, "steps-0", "send_email", fields, contact="ada@example.com")
     response = marketer.post(reverse("admin:workflows_workflow_preview"), data)
-    preview = response.context["preview"]
-    assert preview.subject == "Hi Ada"
-    assert "onclick" not in preview.html
-    assert "<script" not in preview.html
-    page = response.content.decode()
-    assert 'sandbox=""' in page
-    assert ada.pk
+    preview = response.json()["preview"]
+    assert preview["subject"] == "Hi Ada"
+    assert preview["contact_label"] == ada.email
+    assert "onclick" not in preview["html"]
+    assert "<script" not in preview["html"]
+
+
+HOSTILE_NAME = "<img src=x onerror=alert(7)>"
+
+
+@pytest.mark.parametrize("role", ["marketer", "viewer"])
+def test_a_hostile_name_previews_as_text_for_whoever_previews(client, account, role):
+    """The newest contact (no contact typed) named `<img src=x onerror=...>`: the preview is data (JSON), every
+    text part the characters the contact typed, and the HTML part sanitised, its copy of the name escaped."""
+    user = UserFactory()
+    MembershipFactory(account=account, user=user, role=role)
+    grant_role(user, role)
+    client.force_login(user)
+    contact_create(account_id=account.pk, email="ada@example.com", first_name="Ada", phone="")
+    contact_create(account_id=account.pk, email="eve@example.com", first_name=HOSTILE_NAME, phone="")
+    fields = {
+        "subject": "Hi {{ contact.first_name }}",
+        "text": "Hi {{ contact.first_name }}",
+        "html": "<p>Hi {{ contact.first_name }}</p>"
+        "<p>{% autoescape off %}{{ contact.first_name }}{% endautoescape %}</p>",
+    }
+    response = client.post(
+        reverse("admin:workflows_workflow_preview"), _step_post(account, "steps-0", "send_email", fields)
+    )
+    assert response["Content-Type"] == "application/json"
+    answer = response.json()
+    assert answer["problems"] == []
+    preview = answer["preview"]
+    assert preview["contact_label"] == "eve@example.com"
+    assert preview["text"] == preview["subject"] == f"Hi {HOSTILE_NAME}"
+    assert "<p>Hi &lt;img src=x onerror=alert(7)&gt;</p>" in preview["html"]
+    assert "onerror" not in preview["html"].replace("&lt;img src=x onerror=alert(7)&gt;", "")  # the raw copy: cleaned
+    sms = {"body": "Hi {{ contact.first_name }}"}
+    answer = client.post(reverse("admin:workflows_workflow_preview"), _step_post(account, "steps-0", "send_sms", sms))
+    assert answer.json()["preview"]["sms"] == f"Hi {HOSTILE_NAME}"
 
 
 def test_send_a_test_goes_through_the_real_channel_and_starts_no_run(marketer, account, settings):

@@ -190,3 +190,26 @@ def test_a_limit_hit_inside_an_if_condition_still_stops_the_render():
     with pytest.raises(TemplateError, match="longer than"):
         renderer.render_text(source, {"trigger": {"keys": "k" * 2000}})
     assert time.monotonic() - started < 10  # before the fix: every pass recomputed 20 joins of a megabyte
+
+
+@pytest.mark.parametrize(
+    ("render", "shown_as"),
+    [
+        (renderer.render_text, "&lt;img src=x onerror=alert(7)&gt;"),
+        (renderer.render_html, "&amp;lt;img src=x onerror=alert(7)&amp;gt;"),  # escaped by the engine, then the page
+    ],
+)
+def test_a_render_is_plain_text_that_a_page_escapes(render, shown_as):
+    """Django's templates return SafeString, which any page then shows as markup: a contact's name rendered
+    into a text part would run as script wherever the text is shown (the builder's preview did)."""
+    from django.template import Context, Template
+
+    hostile = "<img src=x onerror=alert(7)>"
+    context = template_context(
+        contact={"first_name": hostile}, trigger={}, steps=[], event="", workflow={}, run={"id": "r", "step": 0}
+    )
+    output = render("Hi {{ contact.first_name }}", context)
+    assert type(output) is str
+    shown = Template("<p>{{ text }}</p>").render(Context({"text": output}))
+    assert "<img" not in shown
+    assert shown_as in shown

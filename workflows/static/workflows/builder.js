@@ -110,7 +110,7 @@
       const owner = select.closest("[data-step]");
       const current = select.value || select.dataset.value || "";
       const only = select.dataset.only || "";
-      select.innerHTML = "";
+      select.replaceChildren();
       select.appendChild(option("", select.dataset.blank || "— choose a step —", !current));
       let found = !current || (current === "$end" && !!select.dataset.end);
       refs.forEach(function (ref, index) {
@@ -127,7 +127,7 @@
       const select = group.closest("select");
       const current = select.dataset.renamed || select.value;
       delete select.dataset.renamed;
-      group.innerHTML = "";
+      group.replaceChildren();
       refs.forEach(function (ref) {
         if (ref.card === owner || !ref.key) return;
         const base = "steps." + ref.key;
@@ -338,7 +338,6 @@
           item.type = "button";
           item.className = "relay-menu-item";
           item.setAttribute("role", "menuitem");
-          item.innerHTML = "";
           item.textContent = entry.label;
           const code = document.createElement("code");
           code.textContent = entry.value.endsWith(".") ? entry.value + "…" : entry.value;
@@ -517,10 +516,14 @@
     const list = document.querySelector("[data-steps]");
     if (!template || !total || !list) return;
     const index = parseInt(total.value, 10);
-    const html = template.innerHTML.replace(/__prefix__/g, String(index));
-    const holder = document.createElement("div");
-    holder.innerHTML = html.trim();
-    const card = holder.firstElementChild;
+    // A copy of the empty card's nodes with __prefix__ replaced in their attributes: the page's markup is
+    // never serialised and parsed again (the card carries the account's tags and custom field names).
+    const card = template.content.firstElementChild.cloneNode(true);
+    [card, ...card.querySelectorAll("*")].forEach(function (node) {
+      for (const attribute of [...node.attributes]) {
+        if (attribute.value.includes("__prefix__")) attribute.value = attribute.value.replace(/__prefix__/g, String(index));
+      }
+    });
     list.appendChild(card);
     total.value = String(index + 1);
     const select = card.querySelector("[data-action-type]");
@@ -551,6 +554,59 @@
     data.append("csrfmiddlewaretoken", csrf());
     return data;
   }
+  // The preview's answer is data (JSON) and is shown as text, never parsed as markup: a contact's name such as
+  // <img src=x onerror=...> reads as those characters. The email's HTML part, sanitised on the server (nh3),
+  // goes into a frame sandboxed with no permission at all (no script, no same-origin access): two fences.
+  function element(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+  function showPreview(result, answer) {
+    result.replaceChildren();
+    const problems = answer.problems || [];
+    if (problems.length || !answer.preview) {
+      const box = element("div", "relay-preview-problems");
+      box.setAttribute("role", "alert");
+      (problems.length ? problems : ["Nothing to preview."]).forEach(function (p) { box.appendChild(element("p", "", p)); });
+      result.appendChild(box);
+      return;
+    }
+    const p = answer.preview;
+    const box = element("div", "relay-preview");
+    box.dataset.testid = "preview";
+    box.appendChild(element("p", "relay-preview-for", "As " + p.contact_label + " would see it:"));
+    if (p.action_type === "send_email") {
+      const list = element("dl");
+      list.appendChild(element("dt", "", "Subject"));
+      const subject = element("dd", "", p.subject);
+      subject.setAttribute("data-preview-subject", "");
+      list.appendChild(subject);
+      box.appendChild(list);
+      const tabs = element("div", "relay-preview-tabs");
+      if (p.html) {
+        const frame = element("iframe", "relay-preview-frame");
+        frame.setAttribute("sandbox", "");  // before any content: nothing in the frame may run
+        frame.setAttribute("referrerpolicy", "no-referrer");
+        frame.title = "The email as HTML";
+        frame.srcdoc = p.html;
+        tabs.appendChild(frame);
+      }
+      const text = element("pre", "relay-preview-text", p.text);
+      text.setAttribute("data-preview-text", "");
+      tabs.appendChild(text);
+      box.appendChild(tabs);
+    } else if (p.action_type === "send_sms") {
+      const bubble = element("div", "relay-sms-bubble", p.sms);
+      bubble.setAttribute("data-preview-sms", "");
+      box.appendChild(bubble);
+      box.appendChild(element("p", "help", p.sms_length + " characters"));
+    } else {
+      box.appendChild(element("p", "", p.voice_message ? "Read aloud: “" + p.voice_message + "”" : "Plays " + p.recording_url));
+    }
+    result.appendChild(box);
+  }
   function initPreview(card) {
     card.querySelectorAll("[data-preview]").forEach(function (box) {
       const result = box.querySelector("[data-preview-result]");
@@ -560,8 +616,11 @@
         data.append("contact", contact.value);
         result.textContent = "Rendering…";
         fetch(config.previewUrl, { method: "POST", body: data, credentials: "same-origin" })
-          .then(function (r) { return r.text(); })
-          .then(function (html) { result.innerHTML = html; })
+          .then(function (r) {
+            if (!r.ok) throw new Error("status " + r.status);
+            return r.json();
+          })
+          .then(function (answer) { showPreview(result, answer); })
           .catch(function () { result.textContent = "The preview could not be loaded."; });
       });
       box.querySelector("[data-send-test]").addEventListener("click", function () {
@@ -572,7 +631,7 @@
         fetch(config.sendTestUrl, { method: "POST", body: data, credentials: "same-origin" })
           .then(function (r) { return r.json(); })
           .then(function (answer) {
-            result.innerHTML = "";
+            result.replaceChildren();
             const p = document.createElement("p");
             p.className = answer.ok ? "relay-ok" : "relay-bad";
             p.textContent = answer.message;
