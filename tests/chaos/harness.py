@@ -9,6 +9,7 @@ one JSON line per scenario (`make chaos` collects them for tests/chaos/README.md
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -21,6 +22,7 @@ from typing import Any
 
 import psycopg
 
+from tests.chaos.budget import BUDGET, Plan
 from tests.chaos.history import Change
 from tests.chaos.invariants import Report, check_worker_identities
 from tests.support.handlers import read_records
@@ -82,6 +84,14 @@ class Fleet:
         worker.kill()
         self.live.remove(worker)
 
+    def kill_all(self) -> None:
+        """Once the scenario is checked: kill -9 what is left (a graceful stop would only cost time)."""
+        for worker in self.live:
+            worker.signal(signal.SIGKILL)
+        for worker in self.live:
+            worker.proc.wait(10)
+        self.live = []
+
     def logs(self) -> list[str]:
         return [worker.output() for worker in self.all]
 
@@ -112,7 +122,7 @@ def faults_during(fault: Callable[[], Any], *, times: int, progress: Callable[[]
         def passed(share: float = share) -> bool:
             return progress() >= share
 
-        wait_until(passed, 300, f"the drain to pass {k}/{times + 1}")
+        wait_until(passed, BUDGET.cap(300), f"the drain to pass {k}/{times + 1}")
         fault()
         last = time.time()
     return last
@@ -150,7 +160,7 @@ def wait_all_finished(url: str, ids: list, timeout: float, *, states=("completed
         except psycopg.OperationalError:
             return False
 
-    wait_until(done, timeout, f"{len(strs)} jobs to finish")
+    wait_until(done, BUDGET.cap(timeout), f"{len(strs)} jobs to finish")
     return time.time()
 
 
@@ -158,9 +168,19 @@ def records(path: Path | str) -> list[dict[str, Any]]:
     return read_records(path)
 
 
-def publish(report: Report) -> None:
-    """Print the scenario's figures, and keep them when RELAY_CHAOS_REPORT names a file."""
-    line = json.dumps({"scenario": report.scenario, **report.figures, "violations": report.violations})
+def publish(report: Report, plan: Plan) -> None:
+    """Print the scenario's figures (with the sizes it ran, its share of the budget, the seconds it took and
+    the cases each invariant examined), and keep them when RELAY_CHAOS_REPORT names a file."""
+    figures = {
+        "scenario": report.scenario,
+        "key": plan.scenario.key,
+        **plan.figures(),
+        "seconds": round(time.monotonic() - plan.started, 1),
+        **report.figures,
+        "checked": dict(sorted(report.checked.items())),
+        "violations": report.violations,
+    }
+    line = json.dumps(figures)
     print(f"\nCHAOS {line}")
     target = os.environ.get("RELAY_CHAOS_REPORT")
     if target:
@@ -235,23 +255,66 @@ def recovery_seconds(url: str, caught: list[str], fault_at: float, timeout: floa
         except psycopg.OperationalError:
             return False
 
-    wait_until(all_completed, timeout, f"the {len(caught)} jobs caught by the fault to complete")
+    wait_until(all_completed, BUDGET.cap(timeout), f"the {len(caught)} jobs caught by the fault to complete")
     return round(time.time() - fault_at, 2)
 
 
+class PrivateCluster:
+    """One private PostgreSQL cluster for the session (tests/support/private_postgres.py), for the faults that
+    must not reach the shared server (a restart) and the settings it must not change (autovacuum on, eager, as
+    a queue's tables want it; the shared server runs with it off). Started when first needed; each scenario
+    gets a database of its own on it, made from a template with the test database's schema."""
+
+    AUTOVACUUM = {
+        "autovacuum": "on",
+        "autovacuum_naptime": "1s",
+        "autovacuum_vacuum_scale_factor": "0",
+        "autovacuum_vacuum_threshold": "1000",
+    }
+
+    def __init__(self) -> None:
+        self._cluster: Any = None
+        self._template = False
+        self._numbers = itertools.count(1)
+
+    @property
+    def cluster(self):
+        if self._cluster is None:
+            from tests.support.private_postgres import PrivateCluster as Cluster
+
+            self._cluster = Cluster().init().configure(**self.AUTOVACUUM)
+            self._cluster.start()
+        return self._cluster
+
+    def database(self, source_url: str) -> str:
+        """A new database with `source_url`'s schema (tables, the claim function, the chaos history trigger)."""
+        cluster = self.cluster
+        if not self._template:
+            copy_schema(source_url, cluster.create_database("relay_template"))
+            self._template = True
+        name = f"relay_{next(self._numbers)}"
+        with psycopg.connect(cluster.url("postgres"), autocommit=True) as connection:
+            connection.execute(f'CREATE DATABASE "{name}" TEMPLATE relay_template')
+        return cluster.url(name)
+
+    def drop(self, url: str) -> None:
+        name = url.rsplit("/", 1)[1]
+        with psycopg.connect(self.cluster.url("postgres"), autocommit=True) as connection:
+            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def remove(self) -> None:
+        if self._cluster is not None:
+            self._cluster.remove()
+
+
 class PrivateDatabase:
-    """A database on a private PostgreSQL cluster with the test database's schema, for the faults that must
-    not reach the shared server (a restart) or settings it must not change (autovacuum). Jobs are queued into
-    it through the queue's own store on a connection of its own."""
+    """A database of its own on the session's private cluster. Jobs are queued into it through the queue's
+    own store on a connection of its own."""
 
-    def __init__(self, source_url: str, **settings: str) -> None:
-        from tests.support.private_postgres import PrivateCluster
-
-        self.cluster = PrivateCluster().init().configure(**settings)
-        self.cluster.start()
-        self.url = self.cluster.create_database("relay")
-        copy_schema(source_url, self.url)
-        effect_table(self.url)
+    def __init__(self, private: PrivateCluster, source_url: str) -> None:
+        self.private = private
+        self.cluster = private.cluster
+        self.url = private.database(source_url)
         self._connection: Any = None
 
     def store(self):
@@ -265,7 +328,8 @@ class PrivateDatabase:
 
         if self._connection is None:
             settings_dict = copy.deepcopy(connections.settings["default"])
-            settings_dict.update(NAME="relay", HOST="127.0.0.1", PORT=str(self.cluster.port), USER="postgres")
+            name = self.url.rsplit("/", 1)[1]
+            settings_dict.update(NAME=name, HOST="127.0.0.1", PORT=str(self.cluster.port), USER="postgres")
             self._connection = load_backend(settings_dict["ENGINE"]).DatabaseWrapper(settings_dict, "chaos_private")
         return store_for(self._connection)
 
@@ -279,4 +343,4 @@ class PrivateDatabase:
     def remove(self) -> None:
         if self._connection is not None:
             self._connection.close()
-        self.cluster.remove()
+        self.private.drop(self.url)

@@ -1,7 +1,9 @@
 """How big each scenario is: the short form (in every `make test` on PostgreSQL) or the full one (`make chaos`,
-RELAY_CHAOS=full). Both check the same invariants; only the load and the number of faults differ. Any size can
-be set on its own, for a loaded machine or a longer soak: RELAY_CHAOS_<NAME>=<number>, e.g.
-RELAY_CHAOS_KILL_JOBS=20000."""
+RELAY_CHAOS=full). Both check the same invariants; only the load and the number of faults differ. Under
+`make chaos` the full sizes are the most a scenario runs: tests/chaos/budget.py shrinks a load (never below
+its short size) to fit the scenario's share of the time, and the report says the size it ran. Any size can be
+set on its own, for a loaded machine or a longer soak, and is then run as set: RELAY_CHAOS_<NAME>=<number>,
+e.g. RELAY_CHAOS_KILL_JOBS=20000."""
 
 from __future__ import annotations
 
@@ -17,13 +19,27 @@ _SIZES: dict[str, tuple[float, float]] = {
     "WORKERS": (3, 3),  # runworker processes (concurrency 2 each) in the kill scenarios
     "CONNECTION_JOBS": (400, 2_000),  # jobs in flight when connections are cut or the server restarts
     "FROZEN_JOBS": (6, 8),  # jobs held by the worker frozen with SIGSTOP (two connections each, per worker)
-    "SNAPSHOT_SECONDS": (20, 300),  # the steady load under an open REPEATABLE READ transaction
+    "SNAPSHOT_SECONDS": (20, 180),  # the steady load under an open REPEATABLE READ transaction (its middle 3/5)
     "SNAPSHOT_RATE": (40, 80),  # jobs per second of that load
     "BURST_JOBS": (3_000, 50_000),  # one account's burst
     "TRICKLE_JOBS": (30, 200),  # the other accounts' trickle beside it
     "SKEW_JOBS": (200, 1_000),  # jobs drained by a worker two minutes fast beside one on time
-    "SKEW_TICKS": (1, 2),  # cron ticks (every minute) that come due meanwhile
+    "EMAIL_SENDS": (200, 2_000),  # send_email jobs to the test's SMTP server while workers are killed
+    "EMAIL_KILLS": (2, 10),  # kill -9 of a random worker during those sends
 }
+
+
+def is_set(name: str) -> bool:
+    """Whether RELAY_CHAOS_<NAME> sets this size (then it is run as set)."""
+    return bool(os.environ.get(f"RELAY_CHAOS_{name}"))
+
+
+def short_size(name: str) -> float:
+    return _SIZES[name][0]
+
+
+def full_size(name: str) -> float:
+    return _SIZES[name][1]
 
 
 def size(name: str) -> float:

@@ -9,9 +9,9 @@ import pytest
 from django.db import connection
 
 from jobs.application.queue import JobSpec, enqueue_many
+from tests.chaos.budget import Plan
 from tests.chaos.harness import (
     LEASE_SECONDS,
-    Fleet,
     PrivateDatabase,
     count_rows,
     faults_during,
@@ -23,7 +23,6 @@ from tests.chaos.harness import (
     wait_all_finished,
 )
 from tests.chaos.invariants import Report, check_jobs, check_pickup, job_created
-from tests.chaos.sizes import count
 from tests.chaos.test_kills import chaos_jobs, once_ids
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
@@ -46,14 +45,15 @@ def _progress(url: str, n: int):
 
 
 def test_a_postgresql_restart_mid_run_loses_nothing_and_the_caught_jobs_complete_soon_after(
-    url, runs_path, start_worker
+    plan: Plan, url, runs_path, fleet, private_cluster
 ):
     report = Report("PostgreSQL restarted mid-run")
-    database = PrivateDatabase(url)
+    database = PrivateDatabase(private_cluster, url)
+    workers = None
     try:
-        n = count("CONNECTION_JOBS")
-        fleet = Fleet(start_worker, DATABASE_URL=database.url)
-        fleet.start(2)
+        n = plan.count("CONNECTION_JOBS")
+        workers = fleet(DATABASE_URL=database.url)
+        workers.start(2)
         specs = chaos_jobs(runs_path, n)
         ids = database.enqueue(specs)
         caught: list[str] = []
@@ -66,8 +66,8 @@ def test_a_postgresql_restart_mid_run_loses_nothing_and_the_caught_jobs_complete
         faults_during(restart, times=1, progress=_progress(database.url, n))
         report.figures["recovery_seconds"] = recovery_seconds(database.url, caught, back[0])
         finished = wait_all_finished(database.url, ids, timeout=120 + n / 20)
-        fleet.wait_started()
-        fleet.assert_alive()
+        workers.wait_started()
+        workers.assert_alive()
         found = records(runs_path)
         changes = check_jobs(
             report,
@@ -77,22 +77,24 @@ def test_a_postgresql_restart_mid_run_loses_nothing_and_the_caught_jobs_complete
             lease_seconds=LEASE_SECONDS,
             once_ids=once_ids(ids, specs),
         )
-        fleet.check_identities(report, found, changes)
+        workers.check_identities(report, found, changes)
         report.figures["caught_mid_attempt"] = len(caught)
         report.figures["drain_after_back_seconds"] = round(finished - back[0], 2)
-        logs = "".join(fleet.logs())
+        logs = "".join(workers.logs())
         report.figures["logged_reachable_again"] = logs.count("the database is reachable again")
     finally:
+        if workers is not None:
+            workers.kill_all()
         database.remove()
-    publish(report)
+    publish(report, plan)
     report.assert_held()
 
 
-def test_every_worker_connection_cut_mid_run_loses_nothing(url, runs_path, start_worker):
+def test_every_worker_connection_cut_mid_run_loses_nothing(plan: Plan, url, runs_path, fleet):
     report = Report("all worker connections terminated")
-    n = count("CONNECTION_JOBS")
-    fleet = Fleet(start_worker)
-    fleet.start(2)
+    n = plan.count("CONNECTION_JOBS")
+    workers = fleet()
+    workers.start(2)
     specs = chaos_jobs(runs_path, n)
     ids = enqueue_many(specs)
     spare = _own_backend()  # the test's own connection lives on; every other one of this database goes
@@ -109,27 +111,29 @@ def test_every_worker_connection_cut_mid_run_loses_nothing(url, runs_path, start
 
     faults_during(cut, times=2, progress=_progress(url, n))
     wait_all_finished(url, ids, timeout=120 + n / 20)
-    fleet.wait_started()
-    fleet.assert_alive()
+    workers.wait_started()
+    workers.assert_alive()
     found = records(runs_path)
     changes = check_jobs(
         report, url, job_ids=ids, records=found, lease_seconds=LEASE_SECONDS, once_ids=once_ids(ids, specs)
     )
-    fleet.check_identities(report, found, changes)
+    workers.check_identities(report, found, changes)
     report.figures["faults"] = len(cuts)
     report.figures["connections_cut"] = sum(c[2] for c in cuts)
     report.figures["caught_mid_attempt"] = sum(len(c[1]) for c in cuts)
     report.figures["recovery_seconds"] = max(recoveries) if recoveries else None
-    publish(report)
+    publish(report, plan)
     report.assert_held()
 
 
-def test_the_notification_connection_cut_again_and_again_polling_still_picks_every_job_up(url, runs_path, start_worker):
+def test_the_notification_connection_cut_again_and_again_polling_still_picks_every_job_up(
+    plan: Plan, url, runs_path, fleet
+):
     report = Report("LISTEN connection alone terminated")
     poll = 1.0
-    fleet = Fleet(start_worker, JOB_POLL_INTERVAL=f"{poll:g}")
-    fleet.start(2)
-    for worker in fleet.live:
+    workers = fleet(JOB_POLL_INTERVAL=f"{poll:g}")
+    workers.start(2)
+    for worker in workers.live:
         worker.wait_for_output("listening for job notifications", timeout=30)
     ids: list = []
     cut = 0
@@ -142,19 +146,19 @@ def test_the_notification_connection_cut_again_and_again_polling_still_picks_eve
         time.sleep(0.2)
     wait_all_finished(url, ids, timeout=60)
     # Then it is left alone: it comes back and wakes the workers again.
-    for worker in fleet.live:
+    for worker in workers.live:
         worker.wait_for_output("notification listener lost its connection", timeout=30)
     time.sleep(2 * poll)
     heard = enqueue_many([JobSpec("chaos.work", {"path": runs_path, "tag": "heard"})])
     wait_all_finished(url, heard, timeout=30)
-    fleet.assert_alive()
+    workers.assert_alive()
 
     found = records(runs_path)
     changes = check_jobs(report, url, job_ids=ids + heard, records=found, lease_seconds=LEASE_SECONDS)
     # Slack for a loaded machine: a poll is due every `poll` seconds; the claim and the handler start follow.
     check_pickup(report, changes, job_created(url, ids), within=poll + 2.0)
-    fleet.check_identities(report, found, changes)
+    workers.check_identities(report, found, changes)
     report.figures["listener_connections_cut"] = cut
-    publish(report)
+    publish(report, plan)
     report.assert_held()
     assert cut >= 2, "the listener was never cut: the scenario tested nothing"

@@ -8,9 +8,9 @@ from collections import Counter
 import pytest
 
 from jobs.application.queue import JobSpec, enqueue_many
+from tests.chaos.budget import BUDGET, Plan
 from tests.chaos.harness import LEASE_SECONDS, Fleet, count_rows, faults_during, publish, records, wait_all_finished
 from tests.chaos.invariants import Report, check_jobs, check_runs
-from tests.chaos.sizes import count
 from tests.factories import AccountFactory, ContactFactory
 from tests.integration.workflows.support import make_workflow
 from tests.support.processes import wait_until
@@ -55,11 +55,13 @@ def recovery_after_kills(url: str, fleet: Fleet, found: list[dict]) -> float | N
     return round(worst, 2) if worst is not None else None
 
 
-def test_kill_9_of_random_workers_during_a_drain_loses_no_job_and_completes_none_twice(url, runs_path, start_worker):
+def test_kill_9_of_random_workers_during_a_drain_loses_no_job_and_completes_none_twice(
+    plan: Plan, url, runs_path, fleet
+):
     report = Report("kill -9 during jobs")
-    n = count("KILL_JOBS")
-    fleet = Fleet(start_worker)
-    fleet.start(count("WORKERS"))
+    n = plan.count("KILL_JOBS")
+    workers = fleet()
+    workers.start(plan.count("WORKERS"))
     specs = chaos_jobs(runs_path, n)
     ids = enqueue_many(specs)
 
@@ -67,27 +69,27 @@ def test_kill_9_of_random_workers_during_a_drain_loses_no_job_and_completes_none
         return count_rows(url, "SELECT count(*) FROM jobs_job WHERE status = 'completed'") / n
 
     started = time.time()
-    last = faults_during(fleet.kill_random, times=count("KILLS"), progress=progress)
+    last = faults_during(workers.kill_random, times=plan.count("KILLS"), progress=progress)
     finished = wait_all_finished(url, ids, timeout=120 + n / 20)
-    fleet.wait_started()
-    fleet.assert_alive()
+    workers.wait_started()
+    workers.assert_alive()
 
     found = records(runs_path)
     changes = check_jobs(
         report, url, job_ids=ids, records=found, lease_seconds=LEASE_SECONDS, once_ids=once_ids(ids, specs)
     )
-    fleet.check_identities(report, found, changes)
-    report.figures["recovery_seconds"] = recovery_after_kills(url, fleet, found)
+    workers.check_identities(report, found, changes)
+    report.figures["recovery_seconds"] = recovery_after_kills(url, workers, found)
     report.figures["drain_after_last_kill_seconds"] = round(finished - last, 2)
     report.figures["wall_seconds"] = round(finished - started, 1)
-    publish(report)
+    publish(report, plan)
     report.assert_held()
     assert report.figures["kills"] >= 1, "the drain ended before any kill: raise RELAY_CHAOS_KILL_JOBS"
 
 
-def test_kill_9_of_random_workers_during_workflow_runs_runs_no_step_twice(url, start_worker, webhook_server):
+def test_kill_9_of_random_workers_during_workflow_runs_runs_no_step_twice(plan: Plan, url, fleet, webhook_server):
     report = Report("kill -9 during workflow runs")
-    n = count("KILL_RUNS")
+    n = plan.count("KILL_RUNS")
     account = AccountFactory(max_concurrent_executions=n + 10, max_concurrent_jobs=50)
     contacts = ContactFactory.create_batch(max(1, n // 10), account=account)
     workflow = make_workflow(
@@ -104,22 +106,22 @@ def test_kill_9_of_random_workers_during_workflow_runs_runs_no_step_twice(url, s
             workflow_id=workflow.pk, contact_ids=[c.pk for c in contacts], trigger_data={"n": round_number}
         )
         run_ids += started_runs.execution_ids
-    fleet = Fleet(start_worker)
-    fleet.start(count("WORKERS"))
+    workers = fleet()
+    workers.start(plan.count("WORKERS"))
 
     def progress() -> float:
         ended = "SELECT count(*) FROM workflows_workflowexecution WHERE status IN ('completed', 'failed', 'cancelled')"
         return count_rows(url, ended) / len(run_ids)
 
     started = time.time()
-    last = faults_during(fleet.kill_random, times=count("KILLS"), progress=progress)
-    wait_until(lambda: progress() >= 1, 120 + len(run_ids) / 5, f"{len(run_ids)} runs to finish")
+    last = faults_during(workers.kill_random, times=plan.count("KILLS"), progress=progress)
+    wait_until(lambda: progress() >= 1, BUDGET.cap(120 + len(run_ids) / 5), f"{len(run_ids)} runs to finish")
     finished = time.time()
-    fleet.wait_started()
-    fleet.assert_alive()
+    workers.wait_started()
+    workers.assert_alive()
 
     check_runs(report, url, run_ids=run_ids)
-    fleet.check_identities(report, [])
+    workers.check_identities(report, [])
     # The webhook step is at-least-once: a worker killed after the request and before its commit sends it again
     # on the step job's next attempt, never on the same one.
     per_id = Counter(r.headers["webhook-id"] for r in webhook_server.received)
@@ -137,5 +139,5 @@ def test_kill_9_of_random_workers_during_workflow_runs_runs_no_step_twice(url, s
         report.breach("I2", "more duplicate webhook deliveries than step attempts after the first", duplicates)
     report.figures["drain_after_last_kill_seconds"] = round(finished - last, 2)
     report.figures["wall_seconds"] = round(finished - started, 1)
-    publish(report)
+    publish(report, plan)
     report.assert_held()

@@ -10,9 +10,9 @@ import psycopg
 import pytest
 
 from jobs.application.queue import JobSpec, enqueue_many
+from tests.chaos.budget import Plan
 from tests.chaos.harness import (
     LEASE_SECONDS,
-    Fleet,
     PrivateDatabase,
     count_rows,
     publish,
@@ -20,19 +20,9 @@ from tests.chaos.harness import (
     wait_all_finished,
 )
 from tests.chaos.invariants import Report, check_jobs, job_created
-from tests.chaos.sizes import count, size
 from tests.factories import AccountFactory
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
-
-# Autovacuum on and eager, as a queue's tables want it (the shared server runs with it off): what the open
-# snapshot then holds back shows in the dead tuples.
-AUTOVACUUM = {
-    "autovacuum": "on",
-    "autovacuum_naptime": "1s",
-    "autovacuum_vacuum_scale_factor": "0",
-    "autovacuum_vacuum_threshold": "1000",
-}
 
 
 def percentile(values: list[float], share: float) -> float | None:
@@ -58,14 +48,17 @@ def dead_tuples(url: str) -> tuple[int, int]:
     return (int(row[0]), int(row[1])) if row else (0, 0)
 
 
-def test_a_long_repeatable_read_transaction_during_a_steady_load(url, runs_path, start_worker):
+def test_a_long_repeatable_read_transaction_during_a_steady_load(plan: Plan, url, runs_path, fleet, private_cluster):
+    """On the private cluster, where autovacuum is on and eager, as a queue's tables want it (the shared server
+    runs with it off): what the open snapshot holds back shows in the dead tuples."""
     report = Report("long REPEATABLE READ transaction during a steady load")
-    database = PrivateDatabase(url, **AUTOVACUUM)
+    database = PrivateDatabase(private_cluster, url)
     snapshot = None
+    workers = None
     try:
-        fleet = Fleet(start_worker, DATABASE_URL=database.url)
-        fleet.start(2)
-        total, rate = size("SNAPSHOT_SECONDS"), size("SNAPSHOT_RATE")
+        workers = fleet(DATABASE_URL=database.url)
+        workers.start(2)
+        total, rate = plan.count("SNAPSHOT_SECONDS"), plan.count("SNAPSHOT_RATE")
         # The snapshot is held for the middle three fifths of the load.
         phases = [("before", total / 5), ("during", total * 3 / 5), ("after", total / 5)]
         ids: list = []
@@ -91,11 +84,11 @@ def test_a_long_repeatable_read_transaction_during_a_steady_load(url, runs_path,
         wait_all_finished(database.url, ids, timeout=120)
         time.sleep(3)  # autovacuum's naptime is 1 s: give it a round with the snapshot gone and no load
         report.figures["dead_tuples_settled"] = dead_tuples(database.url)[0]
-        fleet.assert_alive()
+        workers.assert_alive()
 
         found = records(runs_path)
         changes = check_jobs(report, database.url, job_ids=ids, records=found, lease_seconds=LEASE_SECONDS)
-        fleet.check_identities(report, found, changes)
+        workers.check_identities(report, found, changes)
         waits = pickup_by_tag(found, job_created(database.url, ids))
         for phase, _ in phases:
             report.figures[f"pickup_p50_{phase}_seconds"] = percentile(waits.get(phase, []), 0.5)
@@ -105,18 +98,20 @@ def test_a_long_repeatable_read_transaction_during_a_steady_load(url, runs_path,
     finally:
         if snapshot is not None:
             snapshot.close()
+        if workers is not None:
+            workers.kill_all()
         database.remove()
-    publish(report)
+    publish(report, plan)
     report.assert_held()
 
 
-def test_one_accounts_burst_beside_a_trickle_from_others(url, runs_path, start_worker):
+def test_one_accounts_burst_beside_a_trickle_from_others(plan: Plan, url, runs_path, fleet):
     report = Report("burst from one account beside a trickle")
-    burst, trickle = count("BURST_JOBS"), count("TRICKLE_JOBS")
+    burst, trickle = plan.count("BURST_JOBS"), plan.count("TRICKLE_JOBS")
     flood = AccountFactory(max_concurrent_jobs=10)  # of the fleet's 12 executors: room is left for the others
     others = AccountFactory.create_batch(3)
-    fleet = Fleet(start_worker, concurrency=4)
-    fleet.start(3)
+    workers = fleet(concurrency=4)
+    workers.start(3)
     started = time.time()
     burst_ids = enqueue_many(
         JobSpec("chaos.work", {"path": runs_path, "tag": "burst"}, account=flood) for _ in range(burst)
@@ -135,12 +130,12 @@ def test_one_accounts_burst_beside_a_trickle_from_others(url, runs_path, start_w
         [[str(i) for i in burst_ids]],
     )
     finished = wait_all_finished(url, burst_ids, timeout=120 + burst / 50)
-    fleet.assert_alive()
+    workers.assert_alive()
 
     found = records(runs_path)
     ids = burst_ids + trickle_ids
     changes = check_jobs(report, url, job_ids=ids, records=found, lease_seconds=LEASE_SECONDS)
-    fleet.check_identities(report, found, changes)
+    workers.check_identities(report, found, changes)
     waits = pickup_by_tag(found, job_created(url, trickle_ids))
     trickle_waits = waits.get("trickle", [])
     report.figures["burst_jobs"] = burst
@@ -150,5 +145,5 @@ def test_one_accounts_burst_beside_a_trickle_from_others(url, runs_path, start_w
     report.figures["trickle_pickup_mean_seconds"] = round(statistics.fmean(trickle_waits), 3) if trickle_waits else None
     report.figures["burst_enqueue_seconds"] = round(enqueued - started, 1)
     report.figures["burst_drain_seconds"] = round(finished - enqueued, 1)
-    publish(report)
+    publish(report, plan)
     report.assert_held()
