@@ -322,6 +322,11 @@ WORKFLOW_MAX_CHAIN_DEPTH = env.int("WORKFLOW_MAX_CHAIN_DEPTH", default=10)
 WORKFLOW_TRIGGER_CACHE_MAX_AGE = env.float("WORKFLOW_TRIGGER_CACHE_MAX_AGE", default=30.0)
 # What each tick of a scheduled hook did is kept this long (the runs it started live on); 0: forever.
 SCHEDULED_HOOK_RUN_RETENTION_DAYS = env.float("SCHEDULED_HOOK_RUN_RETENTION_DAYS", default=90.0)
+# Per-account limits on scheduled hooks (0 turns one off): how many an account may have, how often one may fire,
+# and how many contacts one tick may start a workflow or post an event for (workflows.domain.scheduled_hooks).
+SCHEDULED_HOOK_MAX_PER_ACCOUNT = env.int("SCHEDULED_HOOK_MAX_PER_ACCOUNT", default=50)
+SCHEDULED_HOOK_MIN_INTERVAL_MINUTES = env.int("SCHEDULED_HOOK_MIN_INTERVAL_MINUTES", default=15)
+SCHEDULED_HOOK_MAX_CONTACTS_PER_TICK = env.int("SCHEDULED_HOOK_MAX_CONTACTS_PER_TICK", default=10_000)
 
 # --- REST API: workflows, runs and events (phase 2) -------------------------------
 # Idempotency-Key on POSTs that create (workflows, runs, events): the first answer is

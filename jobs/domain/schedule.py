@@ -4,7 +4,8 @@ A schedule's ticks are read in its time zone (`0 9 * * *` in Europe/Paris is nin
 winter) and kept in UTC. Which tick is due is decided on the database's clock by the caller.
 """
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from croniter import CroniterBadDateError, croniter
@@ -70,6 +71,40 @@ def next_tick(expression: str, after: datetime, time_zone: str = "UTC") -> datet
     """The first tick strictly after `after` (an aware datetime), read in `time_zone`; returned in UTC."""
     local = after.astimezone(ZoneInfo(time_zone))
     return croniter(_normalized(expression), local).get_next(datetime).astimezone(UTC)
+
+
+MINUTES_A_DAY = 24 * 60
+_MAX_DAYS_READ = 1000  # firing days read to find the closest two (an everyday schedule stops at the second)
+
+
+def shortest_interval(expression: str) -> timedelta:
+    """The shortest time between two consecutive ticks, read on the clock of the schedule's time zone (what
+    a change of the clocks does to one night aside): `*/5 9-17 * * *` 5 minutes, `0,59 * * * *` 1 minute,
+    `0 9 * * 1` a week.
+
+    The times of day (minute and hour fields) are the same on every day that fires, so the closest two
+    ticks are either two times of one day or the last time of a day and the first of the next firing day.
+    """
+    expression = _normalized(expression)
+    fields = croniter(expression).expanded
+    minutes = range(60) if fields[0] == ["*"] else sorted(int(m) for m in fields[0])
+    hours = range(24) if fields[1] == ["*"] else sorted(int(h) for h in fields[1])
+    times = sorted(hour * 60 + minute for hour in hours for minute in minutes)
+    within_a_day = min((b - a for a, b in pairwise(times)), default=None)
+    overnight = MINUTES_A_DAY - times[-1] + times[0]  # from a day's last tick to the next day's first
+    if within_a_day is not None and within_a_day <= overnight:
+        return timedelta(minutes=within_a_day)
+    days = croniter("0 0 " + " ".join(expression.split(" ")[2:]), _PROBE)
+    closest_days, previous = None, days.get_next(datetime)
+    for _ in range(_MAX_DAYS_READ):
+        day = days.get_next(datetime)
+        apart = (day - previous).days
+        closest_days = apart if closest_days is None else min(closest_days, apart)
+        if closest_days == 1:
+            break
+        previous = day
+    across = (closest_days or 1) * MINUTES_A_DAY - times[-1] + times[0]
+    return timedelta(minutes=min(across, within_a_day) if within_a_day is not None else across)
 
 
 def ticks_missed(expression: str, tick: datetime, now: datetime, time_zone: str = "UTC") -> int:

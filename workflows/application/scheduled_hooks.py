@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
+from accounts.infrastructure.models import Account
 from contacts.infrastructure.models import Contact
 from integrations.application.channels import webhook_client, webhook_target_problem
 from integrations.domain.channels import WebhookRequest, failure_details
@@ -35,6 +36,7 @@ from workflows.domain.errors import FieldError, WorkflowDomainError
 from workflows.domain.scheduled_hooks import (
     HookAction,
     HookDefinition,
+    HookLimits,
     HookRunStatus,
     HookStatus,
     InvalidHook,
@@ -93,11 +95,23 @@ def hook_runs(*, account_id: int, hook_id: int) -> QuerySet[ScheduledHookRun]:
 # --- writes ---------------------------------------------------------------------------------------------
 
 
+def hook_limits() -> HookLimits:
+    """The per-account limits, read from the settings when they are applied (tests and operators change them)."""
+    return HookLimits(
+        max_hooks=int(settings.SCHEDULED_HOOK_MAX_PER_ACCOUNT),
+        min_interval_minutes=int(settings.SCHEDULED_HOOK_MIN_INTERVAL_MINUTES),
+        max_contacts_per_tick=int(settings.SCHEDULED_HOOK_MAX_CONTACTS_PER_TICK),
+    )
+
+
 def hook_create(*, account_id: int, definition: dict[str, Any], created_by_id: int | None = None) -> ScheduledHook:
-    """Validate the whole hook (every problem by path), then store it and its schedule together."""
-    hook = parse_hook(definition, check_webhook_target=webhook_target_problem)
+    """Validate the whole hook (every problem by path) and the account's limits, then store it and its schedule
+    together."""
+    limits = hook_limits()
+    hook = parse_hook(definition, check_webhook_target=webhook_target_problem, limits=limits)
     _check_references(account_id, hook)
     with transaction.atomic():
+        _check_limits(account_id, hook, limits)
         stored = ScheduledHook.objects.create(
             account_id=account_id,
             name=hook.name,
@@ -124,6 +138,21 @@ def _check_references(account_id: int, hook: HookDefinition) -> None:
     workflows = Workflow.objects.filter(account_id=account_id)
     if hook.action is HookAction.START_WORKFLOW and not workflows.filter(pk=hook.config["workflow"]).exists():
         raise InvalidHook([FieldError("action.workflow", "is not a workflow of this account")])
+
+
+def _check_limits(account_id: int, hook: HookDefinition, limits: HookLimits) -> None:
+    """The account's count of hooks, and the contacts a tick would act on now. The account's row is locked
+    first, so two creates at once cannot both take the last place."""
+    list(Account.objects.select_for_update().filter(pk=account_id).values_list("pk", flat=True))
+    problems: list[FieldError] = []
+    if too_many := limits.count_problem(ScheduledHook.objects.filter(account_id=account_id).count()):
+        problems.append(FieldError("", too_many))
+    if hook.action is not HookAction.DELIVER_WEBHOOK:
+        matching = _matching_contacts(account_id, list(hook.conditions), stop_after=limits.max_contacts_per_tick)
+        if too_wide := limits.contacts_problem(len(matching)):
+            problems.append(FieldError("action.filter", too_wide))
+    if problems:
+        raise InvalidHook(problems)
 
 
 def _locked(account_id: int, hook_id: int) -> ScheduledHook:
@@ -173,9 +202,17 @@ def _conditions(config: dict[str, Any]) -> list[ContactCondition]:
     return parse_contact_filter(reader)
 
 
-def _matching_contacts(account_id: int, conditions: list[ContactCondition]) -> list[int]:
+def _matching_contacts(account_id: int, conditions: list[ContactCondition], *, stop_after: int = 0) -> list[int]:
+    """The ids of the account's contacts the filter matches; with `stop_after`, at most one more than that
+    (enough to tell that there are too many)."""
     rows = Contact.objects.filter(account_id=account_id).order_by("pk").values(*CONTACT_COLUMNS)
-    return [row["id"] for row in rows.iterator(chunk_size=2000) if contact_matches(conditions, row)]
+    found: list[int] = []
+    for row in rows.iterator(chunk_size=2000):
+        if contact_matches(conditions, row):
+            found.append(row["id"])
+            if 0 < stop_after < len(found):
+                break
+    return found
 
 
 def run_hook(
@@ -222,7 +259,10 @@ def _act(hook: ScheduledHook, tick: datetime) -> tuple[int, int, dict[str, Any]]
             unique_key=f"hook:{hook.pk}:{tick.isoformat()}",
         )
         return 1, 0, {"webhook_job": str(job.pk)}
-    contacts = _matching_contacts(hook.account_id, _conditions(config))
+    limits = hook_limits()
+    contacts = _matching_contacts(hook.account_id, _conditions(config), stop_after=limits.max_contacts_per_tick)
+    if too_wide := limits.contacts_problem(len(contacts)):
+        raise InvalidHook([FieldError("action.filter", too_wide)])  # recorded as a failed tick; nothing is done
     data = {**(config.get("data") or {}), **scheduled}
     if hook.action == HookAction.POST_EVENT:
         started: list[str] = []

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from jobs.domain.schedule import InvalidCron, InvalidTimeZone, validate_cron, validate_time_zone
+from jobs.domain.schedule import InvalidCron, InvalidTimeZone, shortest_interval, validate_cron, validate_time_zone
 from workflows.domain.actions import check_webhook_url, webhook_headers
 from workflows.domain.errors import FieldError, WorkflowValidationError
 from workflows.domain.triggers import (
@@ -68,6 +68,54 @@ class HookDefinition:
     conditions: tuple[ContactCondition, ...] = ()
 
 
+@dataclass(frozen=True)
+class HookLimits:
+    """What one account's scheduled hooks may do (settings SCHEDULED_HOOK_*; 0 turns a limit off).
+
+    A hook's ticks cost whatever its action costs times every tick: 300 every-minute hooks posting an event to
+    every contact are 300 full scans and millions of events an hour. The count and the interval are judged
+    when a hook is created (lowering one leaves existing hooks as they are: pause or delete them); the
+    contacts a tick acts on are judged at save, with the contacts of now, and again at every tick.
+    """
+
+    max_hooks: int = 50
+    min_interval_minutes: int = 15
+    max_contacts_per_tick: int = 10_000
+
+    def count_problem(self, existing: int) -> str | None:
+        if self.max_hooks > 0 and existing >= self.max_hooks:
+            return (
+                f"this account has {existing:,} scheduled hooks, and may have at most {self.max_hooks:,} "
+                "(SCHEDULED_HOOK_MAX_PER_ACCOUNT): delete one first"
+            )
+        return None
+
+    def interval_problem(self, cron: str) -> str | None:
+        closest = shortest_interval(cron).total_seconds() / 60
+        if self.min_interval_minutes > 0 and closest < self.min_interval_minutes:
+            return (
+                f"fires {_minutes(closest)} apart at its closest; a scheduled hook may fire at most once every "
+                f"{_minutes(self.min_interval_minutes)} (SCHEDULED_HOOK_MIN_INTERVAL_MINUTES)"
+            )
+        return None
+
+    def contacts_problem(self, matching: int) -> str | None:
+        """`matching`: the contacts counted, at most one past the limit (counting further would tell nothing)."""
+        if self.max_contacts_per_tick > 0 and matching > self.max_contacts_per_tick:
+            return (
+                f"matches more than {self.max_contacts_per_tick:,} contacts, the most one tick may act on "
+                "(SCHEDULED_HOOK_MAX_CONTACTS_PER_TICK): narrow the filter"
+            )
+        return None
+
+
+def _minutes(minutes: float) -> str:
+    return "1 minute" if minutes == 1 else f"{minutes:g} minutes"
+
+
+NO_LIMITS = HookLimits(max_hooks=0, min_interval_minutes=0, max_contacts_per_tick=0)
+
+
 class InvalidHook(WorkflowValidationError):
     """A hook that cannot be accepted; every problem is listed by path (HTTP 400)."""
 
@@ -79,10 +127,13 @@ def _no_templates(check_webhook_target: TargetCheck | None = None) -> Validation
     )
 
 
-def parse_hook(raw: Any, *, check_webhook_target: TargetCheck | None = None) -> HookDefinition:
+def parse_hook(
+    raw: Any, *, check_webhook_target: TargetCheck | None = None, limits: HookLimits = NO_LIMITS
+) -> HookDefinition:
     """The hook described by `raw` (`{"name", "cron", "timezone", "action": {"type", ...}}`), or InvalidHook
     naming every problem. `check_webhook_target` is the SSRF guard's save-time question (the one a webhook
-    step's URL is asked): a deliver_webhook hook to an address it refuses is refused naming `action.url`."""
+    step's URL is asked): a deliver_webhook hook to an address it refuses is refused naming `action.url`.
+    A cron firing more often than `limits` allow is refused naming `cron`."""
     errors: list[FieldError] = []
     if not isinstance(raw, dict):
         raise InvalidHook([FieldError("", "must be an object")])
@@ -92,6 +143,8 @@ def parse_hook(raw: Any, *, check_webhook_target: TargetCheck | None = None) -> 
     cron, zone = "", "UTC"
     try:
         cron = validate_cron(raw.get("cron", ""))
+        if too_often := limits.interval_problem(cron):
+            errors.append(FieldError("cron", too_often))
     except InvalidCron as exc:
         errors.append(FieldError("cron", str(exc)))
     try:

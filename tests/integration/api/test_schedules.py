@@ -17,6 +17,12 @@ from workflows.models import ScheduledHook, ScheduledHookRun, WorkflowExecution
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.fixture(autouse=True)
+def every_minute_allowed(settings):
+    """These tests tick every minute; the limit on how often a hook may fire has tests of its own."""
+    settings.SCHEDULED_HOOK_MIN_INTERVAL_MINUTES = 0
+
+
 @pytest.fixture
 def workflow(account):
     return make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "weekly"}}])
