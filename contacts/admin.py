@@ -3,8 +3,7 @@ same events as the API's (and starts the same workflows)."""
 
 from __future__ import annotations
 
-import csv
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 from django import forms
@@ -27,23 +26,14 @@ from contacts.application.services import (
     contact_remove_tag,
     contact_update,
 )
+from contacts.domain.exports import EXPORT_COLUMNS, Cell, export_row
 from contacts.domain.model import ContactError, check_reachable, normalize_phone, normalize_tag, normalize_tags
+from contacts.infrastructure.exports import CSV_CONTENT_TYPE, XLSX_CONTENT_TYPE, csv_lines, xlsx_bytes
 from contacts.infrastructure.models import ConsentChange, Contact
 
 # Other apps add panels to a contact's page (the workflow engine: the contact's runs) without contacts
 # knowing them: a function (request, contact) -> HTML appended here is shown under the contact's form.
 contact_page_panels: list[Callable[[HttpRequest, Contact], str]] = []
-EXPORT_COLUMNS = (
-    "id",
-    "email",
-    "phone",
-    "first_name",
-    "last_name",
-    "tags",
-    "unsubscribed",
-    "sms_opted_out",
-    "created_at",
-)
 
 
 class ContactForm(forms.ModelForm):
@@ -283,53 +273,18 @@ class ContactAdmin(AccountScopedAdmin):  # a staff user sees their accounts' con
         return _xlsx_response(queryset) if wants_xlsx else _csv_response(queryset)
 
 
-def _export_row(contact: Contact) -> list[Any]:
-    return [
-        contact.pk,
-        contact.email,
-        contact.phone,
-        contact.first_name,
-        contact.last_name,
-        ", ".join(contact.tags or []),
-        contact.unsubscribed,
-        contact.sms_opted_out,
-        contact.created_at.isoformat(),
-    ]
+def _rows(queryset: Any) -> Iterator[list[Cell]]:
+    for contact in queryset.order_by("pk").values(*EXPORT_COLUMNS).iterator(chunk_size=2000):
+        yield export_row(contact)
 
 
 def _xlsx_response(queryset: Any) -> HttpResponse:
-    """An Excel file, written row by row (openpyxl's write-only mode keeps memory flat)."""
-    import io
-
-    from openpyxl import Workbook
-
-    book = Workbook(write_only=True)
-    sheet = book.create_sheet("Contacts")
-    sheet.append(list(EXPORT_COLUMNS))
-    for contact in queryset.order_by("pk").iterator(chunk_size=2000):
-        sheet.append(_export_row(contact))
-    buffer = io.BytesIO()
-    book.save(buffer)
-    response = HttpResponse(
-        buffer.getvalue(), content_type="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
-    )
+    response = HttpResponse(xlsx_bytes(EXPORT_COLUMNS, _rows(queryset)), content_type=XLSX_CONTENT_TYPE)
     response["Content-Disposition"] = 'attachment; filename="contacts.xlsx"'
     return response
 
 
-class _Echo:
-    def write(self, value: str) -> str:
-        return value
-
-
 def _csv_response(queryset: Any) -> StreamingHttpResponse:
-    writer = csv.writer(_Echo())
-
-    def rows():
-        yield writer.writerow(EXPORT_COLUMNS)
-        for contact in queryset.order_by("pk").iterator(chunk_size=2000):
-            yield writer.writerow(_export_row(contact))
-
-    response = StreamingHttpResponse(rows(), content_type="text/csv; charset=utf-8")
+    response = StreamingHttpResponse(csv_lines(EXPORT_COLUMNS, _rows(queryset)), content_type=CSV_CONTENT_TYPE)
     response["Content-Disposition"] = 'attachment; filename="contacts.csv"'
     return response

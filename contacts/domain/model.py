@@ -33,10 +33,14 @@ def normalize_phone(phone: str) -> str:
     """The one spelling a phone number is stored in: digits, with the leading + kept.
 
     '+1 (555) 010-0000' is stored as '+15550100000', the spelling providers use, so an inbound
-    STOP from that number finds the contact. Raises ContactError("phone", ...) for anything that
-    is not a phone number once spaces, dots, dashes, slashes and brackets are taken out.
+    STOP from that number finds the contact. A leading single quote, the spreadsheets' text mark that the
+    CSV export writes before '+15550100000', is dropped, so an export imports back. Raises
+    ContactError("phone", ...) for anything that is not a phone number once spaces, dots, dashes, slashes
+    and brackets are taken out.
     """
     phone = phone.strip()
+    if phone.startswith("'"):  # a spreadsheet's "this is text" mark, as the contact export writes it
+        phone = phone[1:].lstrip()
     if not phone:
         return ""
     plus = phone.startswith("+")

@@ -91,6 +91,7 @@ def test_consent_is_per_channel_and_voice_follows_sms():
         ("+39 (0)6 1234 5678", "+390612345678"),  # except in Italy, where the 0 is part of the number
         ("020 7946 0000", "02079460000"),  # no country code: kept as written, digits only
         ("  +33 1.23.45.67.89 ", "+33123456789"),
+        ("'+15550100000", "+15550100000"),  # as the CSV export writes it (a spreadsheet's text mark)
         ("", ""),
     ],
 )
