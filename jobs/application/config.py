@@ -8,6 +8,19 @@ from django.conf import settings
 
 from jobs.domain.retry import RetryPolicy
 
+# The queue's own statements (claims, acknowledgements, rescue, moves) run on private connections with these
+# bounds, so they never hang a worker.
+QUEUE_STATEMENT_TIMEOUT = 30.0
+QUEUE_LOCK_TIMEOUT = 10.0
+# After a lost connection a thread tries again after 0.2, 0.4, 0.8, 1.6, then every 2 s: a database that
+# comes back is used within 2 s.
+RECONNECT_MAX_SECONDS = 2.0
+
+
+def reconnect_after(failures: int) -> float:
+    """The wait before the next try after `failures` lost connections in a row."""
+    return min(RECONNECT_MAX_SECONDS, 0.1 * 2**failures)
+
 
 @dataclass(frozen=True)
 class QueueConfig:

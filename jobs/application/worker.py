@@ -35,20 +35,27 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db import Error as DatabaseError
 
-from jobs.application import limits, metrics, notifications, outbox, vacuum
-from jobs.application.config import QueueConfig
+from jobs.application import metrics, notifications
+from jobs.application.config import QUEUE_LOCK_TIMEOUT, QUEUE_STATEMENT_TIMEOUT, QueueConfig, reconnect_after
 from jobs.application.context import JobContext, context_for
-from jobs.application.limits import repair_limits
+from jobs.application.dead_letters import tell_hook
+from jobs.application.maintenance.cron import CronFiring
+from jobs.application.maintenance.limits import LimitsRepair
+from jobs.application.maintenance.metrics import MetricsFlush
+from jobs.application.maintenance.outbox import OutboxMover, drain_outboxes, outboxes_to_move
+from jobs.application.maintenance.rescue import LeaseRescue
+from jobs.application.maintenance.service import MaintenanceService, stop_all
+from jobs.application.maintenance.vacuum import QueueVacuuming
 from jobs.application.payloads import Payload
-from jobs.application.registry import DeadLetter, UnknownHandler, dead_letter_hook, get_batch_handler, get_handler
+from jobs.application.registry import DeadLetter, UnknownHandler, get_batch_handler, get_handler
 from jobs.domain.retry import RetryDecision
-from jobs.domain.states import JobStatus
-from jobs.infrastructure.database import caller_databases, queue_database
+from jobs.infrastructure.connections import cancel_statement, close_thread_connections, reset_handler_connections
+from jobs.infrastructure.database import queue_database
 from jobs.infrastructure.listener import NotificationListener
 from jobs.infrastructure.outbox import OUTBOX_CHANNEL
 from jobs.infrastructure.store import ClaimedJob, Finished, JobStore, private_connection, store_for
@@ -62,12 +69,6 @@ BATCH_TARGET_SECONDS = 0.05  # claim about as many jobs as one executor finishes
 # and ~140 runs/s; 0.5 s ~280 runs/s, see bench/README.md). A job then waits at most this long for its batch.
 GROUP_TARGET_SECONDS = 0.5
 ACK_DELAY_SECONDS = 0.05  # a completed job waits at most this long (plus one job) for its acknowledgement
-QUEUE_STATEMENT_TIMEOUT = 30.0  # the queue's own statements never hang a worker
-QUEUE_LOCK_TIMEOUT = 10.0
-# After a lost connection an executor tries again after 0.2, 0.4, 0.8, 1.6, then every 2 s: a database that
-# comes back is used within 2 s, and what the executor kept meanwhile (completions, failures, jobs it had
-# claimed but not started) is written at once.
-RECONNECT_MAX_SECONDS = 2.0
 # A main-thread tick this late while the process used almost no CPU was a pause (SIGSTOP, a frozen host), not
 # a slow handler: no handler's time counts it. A handler hogging the GIL in C code delays the tick too, but
 # burns CPU meanwhile, so it is still stopped at its deadline.
@@ -199,10 +200,10 @@ class Worker:
         self._paused = 0.0  # seconds this process was seen paused (not counted in any handler's time)
         self._install_signals = install_signal_handlers
         self._listeners: list[NotificationListener] = []
-        self._maintenance_thread: threading.Thread | None = None
+        self._outboxes: list[str] = []  # the callers' databases whose outboxes this worker moves (the queue apart)
         self._outbox_wake = threading.Event()  # set by a NOTIFY on a caller's database: outbox rows committed
-        self._next_repair = 0.0  # monotonic: when the maintenance thread next repairs the accounts' limits
-        self._vacuuming: Any = None  # the connection a VACUUM runs on, cancelled at shutdown
+        self._maintenance: list[MaintenanceService] = []  # stopped when the executors have
+        self._metrics: MetricsFlush | None = None  # stopped last: its final flush counts the last acknowledgements
         self._executors = [_Executor(i) for i in range(self.concurrency)]
 
     # --- the main thread ---------------------------------------------------------
@@ -210,26 +211,7 @@ class Worker:
         if self._install_signals and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self.stop)
             signal.signal(signal.SIGINT, self.stop)
-        # Before the first claim (a crash between two databases' commits is healed), in a thread of its own:
-        # the main thread holds no connection.
-        repair = threading.Thread(target=self._repair_limits, name="repair-limits", daemon=True)
-        repair.start()
-        repair.join(QUEUE_STATEMENT_TIMEOUT)
-        if not self.burst:
-            self._start_listeners()
-        for alias in [] if self.burst else self._outboxes():
-            threading.Thread(target=self._move_outbox, args=(alias,), name=f"outbox-{alias}", daemon=True).start()
-        log.info(
-            "worker %s started: queues=%s concurrency=%d burst=%s",
-            self.worker_id,
-            ",".join(self.queues) if self.queues else "all",
-            self.concurrency,
-            self.burst,
-        )
-        self._maintenance_thread = threading.Thread(target=self._maintenance, name="maintenance", daemon=True)
-        self._maintenance_thread.start()
-        if self.config.vacuum and not self.burst and connections[self.using].vendor == "postgresql":
-            threading.Thread(target=self._keep_vacuumed, name="vacuum", daemon=True).start()
+        self._start_maintenance()
         for executor in self._executors:
             executor.thread = threading.Thread(
                 target=self._executor, args=(executor,), name=f"executor-{executor.index}", daemon=True
@@ -251,6 +233,46 @@ class Worker:
                 break
             self.stopping.wait(tick)
         return self._shutdown() or exit_code
+
+    def _start_maintenance(self) -> None:
+        """Start the listeners and the maintenance services. The accounts' limits are repaired before the first
+        claim (a crash between two databases' commits is healed), in the service's thread: the main thread
+        holds no connection."""
+        databases = (self.using, self.handler_using)
+        every = max(0.5, self.config.poll_interval)
+        repair = LimitsRepair(databases=databases)
+        repair.start()
+        repair.first_pass.wait(QUEUE_STATEMENT_TIMEOUT)
+        self._maintenance.append(repair)
+        outboxes = self._outboxes = outboxes_to_move(self.using, self.handler_using)
+        if not self.burst:
+            self._start_listeners()
+            self._maintenance += [
+                OutboxMover(alias=alias, using=self.using, wake=self._outbox_wake, every=self.config.poll_interval)
+                for alias in outboxes
+            ]
+        log.info(
+            "worker %s started: queues=%s concurrency=%d burst=%s",
+            self.worker_id,
+            ",".join(self.queues) if self.queues else "all",
+            self.concurrency,
+            self.burst,
+        )
+        self._maintenance += [
+            LeaseRescue(using=self.using, handler_using=self.handler_using, every=every),
+            CronFiring(using=self.using, every=every, databases=databases),
+        ]
+        if self.config.vacuum and not self.burst and connections[self.using].vendor == "postgresql":
+            self._maintenance.append(QueueVacuuming(using=self.using, outboxes=outboxes))
+        self._metrics = MetricsFlush(
+            using=self.using,
+            worker_id=self.worker_id,
+            interval=self.config.metrics_interval,
+            every=every,
+            databases=databases,
+        )
+        for service in [*self._maintenance, self._metrics]:
+            service.start()
 
     def _start_listeners(self) -> None:
         """LISTEN for committed enqueues on the queue's database, and for the apps' channels on `default`
@@ -285,79 +307,13 @@ class Worker:
         for listener in self._listeners:
             listener.start()
 
-    def _outboxes(self) -> list[str]:
-        """The callers' databases whose outboxes this worker moves to the queue (none when the queue shares
-        `default`, or on SQLite: the queue apart needs PostgreSQL)."""
-        if self.using == self.handler_using or connections[self.using].vendor != "postgresql":
-            return []
-        return [alias for alias in caller_databases() if connections[alias].vendor == "postgresql"]
-
-    def _move_outbox(self, alias: str) -> None:
-        """Move `alias`'s outbox rows to the queue as they commit: woken by NOTIFY on `alias` (the listener),
-        polling every poll interval as the fallback. Every worker runs one; SKIP LOCKED shares the rows."""
-        source = queue = None
-        failures = 0
-        while not self.stopping.is_set():
-            try:
-                if source is None or queue is None:
-                    source = private_connection(alias, statement_seconds=QUEUE_STATEMENT_TIMEOUT, lock_seconds=2)
-                    queue = private_connection(self.using, statement_seconds=QUEUE_STATEMENT_TIMEOUT, lock_seconds=2)
-                self._outbox_wake.clear()  # a notification from now on wakes the wait below
-                moved = outbox.move_batch(source, queue)
-                failures = 0
-                if moved >= outbox.MOVE_BATCH:
-                    continue  # more are waiting
-            except Exception as exc:
-                failures += 1
-                log.warning("outbox of %s: %s; reconnecting", alias, format_error(exc))
-                for connection in (source, queue):
-                    if connection is not None:
-                        connection.close()
-                source = queue = None
-                self.stopping.wait(min(RECONNECT_MAX_SECONDS, 0.1 * 2**failures))
-                continue
-            self._outbox_wake.wait(self.config.poll_interval)
-        for connection in (source, queue):
-            if connection is not None:
-                connection.close()
-
-    def _drain_outboxes(self) -> int:
-        """Burst mode, before it ends: move what the outboxes hold now (there is no listener to wake their
-        movers), so the jobs that ran queue what follows them and the worker runs it too."""
-        moved = 0
-        for alias in self._outboxes():
-            source = private_connection(alias, statement_seconds=QUEUE_STATEMENT_TIMEOUT, lock_seconds=2)
-            queue = private_connection(self.using, statement_seconds=QUEUE_STATEMENT_TIMEOUT, lock_seconds=2)
-            try:
-                while batch := outbox.move_batch(source, queue):
-                    moved += batch
-            finally:
-                source.close()
-                queue.close()
-        return moved
-
-    def _repair_limits(self) -> None:
-        """Copy every account's limit to the queue's table (jobs.application.limits); a failure is logged."""
-        try:
-            repair_limits()
-        except Exception as exc:
-            log.warning("could not repair the accounts' limits: %s", format_error(exc))
-        finally:
-            self._close_thread_connections()
-        self._next_repair = time.monotonic() + limits.REPAIR_SECONDS
-
     def _close_thread_connections(self) -> None:
         """Close this thread's connections to the queue's database and the handlers' (one when shared)."""
-        connections[self.using].close()
-        if self.handler_using != self.using:
-            connections[self.handler_using].close()
+        close_thread_connections(self.using, self.handler_using)
 
     def _reset_handler(self, handler_connection, *, force: bool = False) -> bool:
         """Leave the handler's connections clean for the next job; True when one had a transaction left open."""
-        leaked = _reset_handler_connection(handler_connection, force=force)
-        if self.handler_using != self.using:
-            leaked = _reset_handler_connection(connections[self.using], force=force) or leaked
-        return leaked
+        return reset_handler_connections(self.handler_using, self.using, force=force)
 
     def stop(self, signum: int | None = None, frame: object = None) -> None:
         if signum is not None and self._restart:  # a signal during a restart: the supervisor wants us gone
@@ -401,7 +357,7 @@ class Worker:
                 if not running.interrupted and not running.returned:
                     running.interrupted = True
                     _raise_in_thread(running.thread_id, _Interrupt)
-                    _cancel_query(running.handler_connection)
+                    cancel_statement(running.handler_connection)
         for running in overdue:
             if now >= running.hard_deadline and not running.runaway and not running.returned:
                 self._runaway(running)
@@ -441,6 +397,8 @@ class Worker:
     def _shutdown(self) -> int:
         self.stopping.set()
         self.signal.wake_all()
+        for service in self._maintenance:
+            service.request_stop()  # no new pass; waited for once the executors have finished
         grace = self._restart_grace if self._restart and self._restart_grace is not None else None
         grace = self.config.shutdown_grace if grace is None else grace
         tick = min(0.1, self.config.poll_interval)
@@ -459,17 +417,15 @@ class Worker:
                 for e in stuck:
                     if e.running and not e.running.returned:
                         _raise_in_thread(e.running.thread_id, _Interrupt)
-                        _cancel_query(e.running.handler_connection)
+                        cancel_statement(e.running.handler_connection)
             for e in stuck:
                 e.thread.join(1.0)
         for listener in self._listeners:
             listener.stop()
-        if self._vacuuming is not None:
-            _cancel_query(self._vacuuming)  # a VACUUM cancelled loses nothing; the next worker's pass does it again
-        if self._maintenance_thread is not None:
-            self._maintenance_thread.join(5.0)  # its pass in flight ends before this process lets go of the queue
+        stop_all(self._maintenance)  # their passes in flight end before this process lets go of the queue
         self._finish_leftovers(still_running=any(e.thread.is_alive() for e in self._executors))
-        self._flush_metrics()
+        if self._metrics is not None:
+            self._metrics.stop()  # last: what the leftovers' acknowledgements counted is flushed too
         log.info("worker %s stopped", self.worker_id)
         for handler in logging.getLogger().handlers:
             handler.flush()
@@ -510,118 +466,8 @@ class Worker:
     def _private_store(self, *, statement_seconds: float, lock_seconds: float) -> JobStore:
         return store_for(private_connection(self.using, statement_seconds=statement_seconds, lock_seconds=lock_seconds))
 
-    # --- vacuum thread --------------------------------------------------------------
-    def _keep_vacuumed(self) -> None:
-        """Vacuum the queue's tables, the outboxes this worker moves and the tables other apps registered, when
-        autovacuum does not (jobs.application.vacuum). On connections of its own with no statement timeout: a
-        VACUUM of a big table takes as long as it takes, and the worker's shutdown cancels it."""
-        targets = vacuum.tables_to_keep(self.using, self._outboxes())
-        own: dict[str, Any] = {}
-        passes = vacuum.QueueVacuum()
-        while not self.stopping.is_set():
-            for alias, tables in targets:
-                if self.stopping.is_set():
-                    break
-                try:
-                    if alias not in own:
-                        own[alias] = private_connection(alias, statement_seconds=0, lock_seconds=QUEUE_LOCK_TIMEOUT)
-                    self._vacuuming = own[alias]
-                    passes.keep_vacuumed(own[alias], tables)
-                except Exception as exc:
-                    if not self.stopping.is_set():
-                        log.warning("could not vacuum the queue's tables on %s: %s", alias, format_error(exc))
-                    broken = own.pop(alias, None)
-                    if broken is not None:
-                        broken.close()
-                finally:
-                    self._vacuuming = None
-            self.stopping.wait(vacuum.CHECK_SECONDS)
-        for connection in own.values():
-            connection.close()
-
-    # --- maintenance thread ---------------------------------------------------------
-    def _maintenance(self) -> None:
-        """Rescue jobs whose worker died, and fire due cron schedules. Any worker may; both are idempotent."""
-        from jobs.application.schedules import fire_due_schedules
-
-        store = None
-        while not self.stopping.is_set():
-            try:
-                if store is None:
-                    store = self._private_store(statement_seconds=QUEUE_STATEMENT_TIMEOUT, lock_seconds=2)
-                self.rescue_expired(store)
-                self.expire_overdue(store)
-                fire_due_schedules(using=self.using)
-                if time.monotonic() >= self._next_repair:
-                    self._next_repair = time.monotonic() + limits.REPAIR_SECONDS
-                    repair_limits()
-                metrics.flush_if_due(self.using)
-                metrics.refresh_gauges(
-                    interval=self.config.metrics_interval, worker_id=self.worker_id, using=self.using
-                )
-            except Exception as exc:  # never let maintenance take the worker down
-                log.warning("maintenance failed, will retry: %s", format_error(exc))
-                if store is not None:
-                    store.connection.close()
-                    store = None
-                self._close_thread_connections()
-            self.stopping.wait(max(0.5, self.config.poll_interval))
-        if store is not None:
-            store.connection.close()
-        self._close_thread_connections()
-
-    def _flush_metrics(self) -> None:
-        """What this process counted reaches the database before it exits."""
-        try:
-            metrics.flush(self.using)
-        except Exception as exc:
-            log.warning("could not store metrics: %s", format_error(exc))
-        finally:
-            self._close_thread_connections()
-
-    def rescue_expired(self, store: JobStore) -> None:
-        """Put back jobs whose worker died (the attempt counts); tell the hooks of those that ended dead."""
-        dead = []
-        rescued = store.rescue_expired()
-        for job_id, status, _queue in rescued:
-            log.warning("job %s lease expired; rescued to %s (the attempt counts)", job_id, status)
-            if status == JobStatus.DEAD:
-                dead.append(job_id)
-        if rescued:
-            metrics.count(metrics.LEASE_EXPIRED, len(rescued))
-            metrics.count(metrics.ATTEMPT_DEAD_LETTERED, len(dead))
-            metrics.count(metrics.ATTEMPT_RETRIED, len(rescued) - len(dead))
-        if dead:
-            for job_id, handler, payload, error in store.describe(dead):
-                self._dead_letter(DeadLetter(job_id, handler, payload, JobStatus.DEAD.value, error))
-
-    def expire_overdue(self, store: JobStore) -> None:
-        """Dead-letter waiting jobs past their deadline (the claim never starts them); tell their hooks."""
-        expired = store.expire_overdue()
-        if not expired:
-            return
-        metrics.count(metrics.JOB_EXPIRED, len(expired))
-        for job_id, handler, payload, error in store.describe(expired):
-            log.warning("job %s expired before it started; dead-lettered", job_id)
-            self._dead_letter(DeadLetter(job_id, handler, payload, JobStatus.DEAD.value, error))
-
     def _dead_letter(self, letter: DeadLetter) -> None:
-        """Tell the handler's dead-letter hook, if it has one, on this thread's ordinary connection.
-
-        A hook that fails is logged and left: the job stays a dead letter an operator can retry.
-        """
-        hook = dead_letter_hook(letter.handler)
-        if hook is None:
-            return
-        connection = connections[self.handler_using]
-        try:
-            hook(letter)
-        except Exception as exc:
-            log.error("dead-letter hook of job %s (%s) failed: %s", letter.id, letter.handler, format_error(exc))
-            self._reset_handler(connection, force=True)
-            return
-        if self._reset_handler(connection):
-            log.error("dead-letter hook of job %s (%s) left a transaction open; rolled back", letter.id, letter.handler)
+        tell_hook(letter, queue_using=self.using, handler_using=self.handler_using)
 
     # --- executor threads ---------------------------------------------------------
     def _executor(self, executor: _Executor) -> None:
@@ -663,12 +509,12 @@ class Worker:
                         store.connection.close()
                         store = None
                     self._close_thread_connections()  # the handlers' connection went with it: start afresh
-                    self.stopping.wait(min(RECONNECT_MAX_SECONDS, 0.1 * 2**failures))
+                    self.stopping.wait(reconnect_after(failures))
                     continue
                 if not batch:
                     with self._lock:
                         others_busy = self._busy > 0
-                    if self.burst and not others_busy and not self._drain_outboxes():
+                    if self.burst and not others_busy and not drain_outboxes(self._outboxes, self.using):
                         return  # nothing due, nothing running, nothing committed in an outbox
                     self.signal.wait(0.05 if self.burst else self.config.poll_interval)
         finally:
@@ -1047,35 +893,3 @@ def _raise_in_thread(thread_id: int, exc_type: type[BaseException] | None) -> No
     ctypes.pythonapi.PyThreadState_SetAsyncExc(
         ctypes.c_ulong(thread_id), ctypes.py_object(exc_type) if exc_type else None
     )
-
-
-def _cancel_query(connection) -> None:
-    """Cancel the statement a handler's connection is running, so an interruption is not stuck in SQL."""
-    raw = getattr(connection, "connection", None)
-    if raw is None:
-        return
-    try:
-        if connection.vendor == "postgresql":
-            raw.cancel_safe(timeout=2.0)
-        elif connection.vendor == "sqlite":
-            raw.interrupt()
-    except Exception as exc:
-        log.debug("could not cancel a handler's query: %s", format_error(exc))
-
-
-def _reset_handler_connection(connection, *, force: bool = False) -> bool:
-    """Leave the handler's connection clean for the next job. True when it had a transaction left open."""
-    leaked = connection.in_atomic_block or (connection.connection is not None and not connection.autocommit)
-    if leaked:  # forget the abandoned atomic blocks, so close() really closes (and rolls back)
-        connection.in_atomic_block = False
-        connection.savepoint_ids = []
-        connection.needs_rollback = False
-        connection.closed_in_transaction = False
-        connection.atomic_blocks = []
-    if leaked or force:
-        connection.close()  # rolls back whatever the handler left open; the next job reconnects
-    elif connection.errors_occurred:
-        # Not after every job: close_if_unusable_or_obsolete() re-arms Django's health check, one
-        # more round trip before the next job's first statement.
-        connection.close_if_unusable_or_obsolete()
-    return leaked

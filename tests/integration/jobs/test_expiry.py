@@ -9,12 +9,14 @@ from django.urls import reverse
 from django.utils import timezone
 
 from jobs.application import metrics, registry
+from jobs.application.maintenance.rescue import LeaseRescue
 from jobs.application.operations import job_retry, job_stats
 from jobs.application.queue import InvalidJob, JobSpec, enqueue, enqueue_many
 from jobs.application.registry import DeadLetter
 from jobs.application.worker import Worker
 from jobs.domain.states import JobStatus, dead_letter_reason
 from jobs.infrastructure.clock import database_now
+from jobs.infrastructure.database import queue_database
 from jobs.infrastructure.store import get_store
 from jobs.models import Job, MetricCounter
 
@@ -145,8 +147,8 @@ def test_a_worker_never_runs_an_expired_job_and_tells_its_dead_letter_hook(tmp_p
     fresh = enqueue("test.record", {"path": str(path)}, expires_in=3600)
     _overdue(expired)
     worker = Worker(burst=True, concurrency=1, install_signal_handlers=False)
-    worker.run()  # the claim skips the expired job (and its maintenance thread may already sweep it)
-    worker.expire_overdue(get_store())  # what the maintenance thread does each poll: once only
+    worker.run()  # the claim skips the expired job (and its rescue service may already sweep it)
+    LeaseRescue(using=queue_database()).expire_overdue(get_store())  # what the rescue service does each pass: once only
     metrics.flush()
     expired_counter = MetricCounter.objects.filter(name="relay_jobs_expired_total")
     assert sum(expired_counter.values_list("value", flat=True)) == 1

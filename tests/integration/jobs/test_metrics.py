@@ -12,6 +12,7 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from jobs.application import metrics
+from jobs.application.maintenance.rescue import LeaseRescue
 from jobs.application.queue import enqueue
 from jobs.application.worker import Worker
 from jobs.infrastructure.database import queue_database
@@ -99,7 +100,7 @@ def test_a_rescued_lease_counts_as_a_lease_expiry():
     Job.objects.filter(pk=job.pk).update(
         status="running", attempt_number=1, worker_id="gone", lease_expires_at=timezone.now() - dt.timedelta(seconds=5)
     )
-    Worker(install_signal_handlers=False).rescue_expired(get_store())
+    LeaseRescue(using=queue_database()).rescue_expired(get_store())
     metrics.flush()
     found = samples()
     assert found[("relay_jobs_lease_expiries_total", ())] == 1

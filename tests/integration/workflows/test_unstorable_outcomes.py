@@ -13,7 +13,9 @@ from collections.abc import Iterator
 import pytest
 from django.db import connection
 
+from jobs.application.maintenance.rescue import LeaseRescue
 from jobs.application.worker import Worker
+from jobs.infrastructure.database import queue_database
 from jobs.infrastructure.models import Job
 from jobs.infrastructure.store import get_store
 from tests.factories import ContactFactory
@@ -164,7 +166,7 @@ def test_a_step_job_whose_lease_passed_on_its_last_attempt_fails_its_run(setting
     [claimed] = store.claim(TEST_WORKER, None, 1, 60)  # the worker that claimed it dies without a word
     assert claimed.id == run.next_job_id
     Job.objects.filter(pk=claimed.id).update(lease_expires_at="2000-01-01T00:00:00Z")
-    Worker(install_signal_handlers=False).rescue_expired(store)
+    LeaseRescue(using=queue_database()).rescue_expired(store)
     assert Job.objects.get(pk=claimed.id).status == "dead"
     run.refresh_from_db()
     assert run.status == "failed"
