@@ -34,9 +34,9 @@ from uuid import UUID
 import psycopg
 from django.db import connections
 from django.db.utils import load_backend
-from django.utils import timezone
 
 from jobs.domain.states import pushed_expiry
+from jobs.infrastructure import clock
 from jobs.infrastructure.database import queue_database
 
 NOTIFY_CHANNEL = "relay_jobs"
@@ -91,7 +91,10 @@ class ClaimedJob:
 
 @dataclass(slots=True)
 class Finished:
-    """A completed attempt, acknowledged in a batch. Times are the worker's epoch seconds."""
+    """A completed attempt, acknowledged in a batch. Times are the worker's epoch seconds (its host's clock,
+    `clock.host_time`): only how long before the acknowledgement they were is stored, subtracted from the
+    database's now, so a worker whose clock is off still stamps started_at and completed_at on the database's
+    clock (and the duration exactly)."""
 
     id: UUID
     attempt_number: int
@@ -276,8 +279,8 @@ class PostgresJobStore(JobStore):
 
     COMPLETE_ONE = """
         UPDATE jobs_job
-        SET status = 'completed', started_at = to_timestamp(%s), completed_at = to_timestamp(%s),
-            lease_expires_at = NULL
+        SET status = 'completed', started_at = statement_timestamp() - make_interval(secs => %s::float8),
+            completed_at = statement_timestamp() - make_interval(secs => %s::float8), lease_expires_at = NULL
         WHERE id = %s AND attempt_number = %s AND status = 'running' AND worker_id = %s
         RETURNING id
     """
@@ -289,8 +292,8 @@ class PostgresJobStore(JobStore):
     COMPLETE_AND_INSERT_ONE = """
         WITH done AS (
             UPDATE jobs_job
-            SET status = 'completed', started_at = to_timestamp(%s), completed_at = to_timestamp(%s),
-                lease_expires_at = NULL
+            SET status = 'completed', started_at = statement_timestamp() - make_interval(secs => %s::float8),
+                completed_at = statement_timestamp() - make_interval(secs => %s::float8), lease_expires_at = NULL
             WHERE id = %s AND attempt_number = %s AND status = 'running' AND worker_id = %s
             RETURNING id
         ),
@@ -316,9 +319,10 @@ class PostgresJobStore(JobStore):
     COMPLETE_MANY_AND_INSERT = """
         WITH done AS (
             UPDATE jobs_job j
-            SET status = 'completed', started_at = to_timestamp(d.started),
-                completed_at = to_timestamp(d.finished), lease_expires_at = NULL
-            FROM jsonb_to_recordset(%s::jsonb) AS d(id uuid, attempt int, started float8, finished float8)
+            SET status = 'completed', started_at = statement_timestamp() - make_interval(secs => d.started_ago),
+                completed_at = statement_timestamp() - make_interval(secs => d.finished_ago), lease_expires_at = NULL
+            FROM jsonb_to_recordset(%s::jsonb)
+                 AS d(id uuid, attempt int, started_ago float8, finished_ago float8)
             WHERE j.id = ANY(%s::uuid[]) AND j.id = d.id AND j.attempt_number = d.attempt
               AND j.status = 'running' AND j.worker_id = %s
             RETURNING j.id
@@ -350,8 +354,10 @@ class PostgresJobStore(JobStore):
     COMPLETE = """
         UPDATE jobs_job j
         SET status = 'completed',
-            started_at = to_timestamp((%(started)s::float8[])[array_position(%(ids)s::uuid[], j.id)]),
-            completed_at = to_timestamp((%(finished)s::float8[])[array_position(%(ids)s::uuid[], j.id)]),
+            started_at = statement_timestamp()
+                         - make_interval(secs => (%(started_ago)s::float8[])[array_position(%(ids)s::uuid[], j.id)]),
+            completed_at = statement_timestamp()
+                           - make_interval(secs => (%(finished_ago)s::float8[])[array_position(%(ids)s::uuid[], j.id)]),
             lease_expires_at = NULL
         WHERE j.id = ANY(%(ids)s::uuid[])
           AND j.attempt_number = (%(attempts)s::int[])[array_position(%(ids)s::uuid[], j.id)]
@@ -362,7 +368,7 @@ class PostgresJobStore(JobStore):
     FAIL = """
         UPDATE jobs_job
         SET status = %(status)s::varchar, error_message = %(error)s, failed_at = statement_timestamp(),
-            started_at = to_timestamp(%(started)s),
+            started_at = statement_timestamp() - make_interval(secs => %(started_ago)s::float8),
             run_at = CASE WHEN %(delay)s::float8 IS NULL THEN run_at
                           ELSE statement_timestamp() + make_interval(secs => %(delay)s::float8) END,
             retry_delay_seconds = coalesce(%(delay)s::float8, retry_delay_seconds),
@@ -507,13 +513,17 @@ class PostgresJobStore(JobStore):
             return set()
         if len(done) == 1:
             d = done[0]
-            rows = self._rows(self.COMPLETE_ONE, [d.started, d.finished, d.id, d.attempt_number, worker_id])
+            rows = self._rows(
+                self.COMPLETE_ONE, [*clock.ages(d.started, d.finished), d.id, d.attempt_number, worker_id]
+            )
             return {_uuid(row[0]) for row in rows}
+        sent = clock.host_time()
+        ages = [clock.ages(d.started, d.finished, at=sent) for d in done]
         params = {
             "ids": [d.id for d in done],
             "attempts": [d.attempt_number for d in done],
-            "started": [d.started for d in done],
-            "finished": [d.finished for d in done],
+            "started_ago": [started for started, _finished in ages],
+            "finished_ago": [finished for _started, finished in ages],
             "worker": worker_id,
         }
         return {_uuid(row[0]) for row in self._rows(self.COMPLETE, params)}
@@ -521,7 +531,8 @@ class PostgresJobStore(JobStore):
     def complete_and_insert(self, worker_id, done, jobs) -> tuple[bool, dict[UUID, UUID]]:
         if len(jobs) != 1:
             return super().complete_and_insert(worker_id, done, jobs)
-        params = [done.started, done.finished, done.id, done.attempt_number, worker_id, *self._values(jobs[0])]
+        params = [*clock.ages(done.started, done.finished), done.id, done.attempt_number, worker_id]
+        params += self._values(jobs[0])
         ((completed, inserted_id),) = self._rows(self.COMPLETE_AND_INSERT_ONE, params)
         if not completed:
             return False, {}
@@ -530,11 +541,13 @@ class PostgresJobStore(JobStore):
     def complete_many_and_insert(self, worker_id, done, jobs) -> tuple[set[UUID], dict[UUID, UUID]]:
         if not done:
             return set(), {}
+        sent = clock.host_time()
         params = [
             json.dumps(
                 [
-                    {"id": str(d.id), "attempt": d.attempt_number, "started": d.started, "finished": d.finished}
+                    {"id": str(d.id), "attempt": d.attempt_number, "started_ago": ago[0], "finished_ago": ago[1]}
                     for d in done
+                    for ago in [clock.ages(d.started, d.finished, at=sent)]
                 ]
             ),
             [d.id for d in done],  # for the index scan: the planner cannot see into a JSON document's rows
@@ -573,7 +586,7 @@ class PostgresJobStore(JobStore):
             "status": status,
             "error": error,
             "delay": delay,
-            "started": started,
+            "started_ago": clock.ages(started)[0],
             "id": job_id,
             "attempt": attempt_number,
             "worker": worker_id,
@@ -649,8 +662,16 @@ class SqliteJobStore(JobStore):
             value = datetime.fromtimestamp(value, tz=UTC)
         return self.connection.ops.adapt_datetimefield_value(value)
 
+    def _now(self) -> datetime:
+        """The database's now: this host's clock (SQLite runs on one host), through the same seam as PostgreSQL's."""
+        return clock.now_of(self.connection)
+
+    def _on_database_clock(self, now: datetime, *moments: float) -> list[str]:
+        """Host-clock moments (a worker's epoch seconds) as stored times: `now` less how long ago each was."""
+        return [self._ts(now - timedelta(seconds=age)) for age in clock.ages(*moments)]
+
     def insert(self, jobs: Sequence[NewJob]) -> dict[UUID, UUID]:
-        now = timezone.now()
+        now = self._now()
         result: dict[UUID, UUID] = {}
         with self.connection.cursor() as cursor:
             for j in jobs:
@@ -702,7 +723,7 @@ class SqliteJobStore(JobStore):
         sql = self.CLAIM.format(queue_filter=queue_filter)
         rows: list[tuple] = []
         with self._transaction():
-            now = timezone.now()  # after BEGIN IMMEDIATE: waiting for the write lock never shortens a lease
+            now = self._now()  # after BEGIN IMMEDIATE: waiting for the write lock never shortens a lease
             lease = self._ts(now + timedelta(seconds=lease_seconds))
             # Again while it finds jobs: an account capped at its limit is skipped by the next round.
             while len(rows) < limit:
@@ -719,22 +740,23 @@ class SqliteJobStore(JobStore):
         if not done:
             return acked
         with self._transaction(), self.connection.cursor() as cursor:
+            now = self._now()
             for d in done:
                 cursor.execute(
                     "UPDATE jobs_job SET status = 'completed', started_at = %s, completed_at = %s,"
                     " lease_expires_at = NULL"
                     " WHERE id = %s AND attempt_number = %s AND status = 'running' AND worker_id = %s",
-                    [self._ts(d.started), self._ts(d.finished), d.id.hex, d.attempt_number, worker_id],
+                    [*self._on_database_clock(now, d.started, d.finished), d.id.hex, d.attempt_number, worker_id],
                 )
                 if cursor.rowcount == 1:
                     acked.add(d.id)
         return acked
 
     def fail(self, worker_id, job_id, attempt_number, *, status, error, delay, started) -> bool:
-        now = timezone.now()
-        next_run = None if delay is None else now + timedelta(seconds=delay)
-        run_at = None if next_run is None else self._ts(next_run)
         with self._transaction(), self.connection.cursor() as cursor:
+            now = self._now()  # after BEGIN IMMEDIATE: a retry is due its delay after the failure is written
+            next_run = None if delay is None else now + timedelta(seconds=delay)
+            run_at = None if next_run is None else self._ts(next_run)
             expires_at = None
             if next_run is not None and status == "retrying":
                 cursor.execute("SELECT expires_at, run_at FROM jobs_job WHERE id = %s", [job_id.hex])
@@ -753,7 +775,7 @@ class SqliteJobStore(JobStore):
                     status,
                     error,
                     self._ts(now),
-                    self._ts(started),
+                    *self._on_database_clock(now, started),
                     run_at,
                     delay,
                     expires_at,
@@ -765,7 +787,7 @@ class SqliteJobStore(JobStore):
             return cursor.rowcount == 1
 
     def expire_overdue(self, limit: int = 1000) -> list[UUID]:
-        now = self._ts(timezone.now())
+        now = self._ts(self._now())
         rows = self._rows(
             "UPDATE jobs_job SET status = 'dead', failed_at = %s, lease_expires_at = NULL,"
             " error_message = 'JobExpired: not started before its deadline '"
@@ -781,7 +803,7 @@ class SqliteJobStore(JobStore):
             return []
         ids = [i.hex for i in job_ids or []]
         id_filter = f"AND id IN ({', '.join(['%s'] * len(ids))})" if job_ids is not None else ""
-        run_at = self._ts(timezone.now() + timedelta(seconds=delay))
+        run_at = self._ts(self._now() + timedelta(seconds=delay))
         rows = self._rows(
             "UPDATE jobs_job SET status = 'pending', attempt_number = attempt_number - 1, lease_expires_at = NULL,"
             f" run_at = %s WHERE status = 'running' AND worker_id = %s {id_filter} RETURNING id",
@@ -790,7 +812,7 @@ class SqliteJobStore(JobStore):
         return [_uuid(r[0]) for r in rows]
 
     def rescue_expired(self) -> list[tuple[UUID, str, str]]:
-        now = self._ts(timezone.now())
+        now = self._ts(self._now())
         rows = self._rows(
             "UPDATE jobs_job SET status = CASE WHEN attempt_number >= max_attempts THEN 'dead' ELSE 'pending' END,"
             " failed_at = %s, lease_expires_at = NULL,"
