@@ -13,12 +13,12 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
-from django.utils import timezone
 
 from contacts.application.imports import import_note_follow_up, imported_contact_ids
 from jobs.application.context import JobContext
 from jobs.application.queue import JobSpec
 from jobs.application.registry import job_handler
+from jobs.infrastructure.clock import database_now
 from workflows.application.runs.starting import start_runs
 from workflows.domain.errors import ConcurrentExecutionLimitError, WorkflowDomainError
 from workflows.infrastructure.models import TriggerSource, Workflow
@@ -98,6 +98,6 @@ def enroll_contacts(payload: dict[str, Any], job: JobContext) -> None:
             ENROLL_HANDLER,
             {**payload, "offset": offset, "started": started, "skipped": skipped},
             account=account_id,
-            run_at=None if done else timezone.now() + timedelta(seconds=WAIT_FOR_ROOM_SECONDS),
+            run_at=None if done else database_now() + timedelta(seconds=WAIT_FOR_ROOM_SECONDS),  # the queue's clock
         )
         job.mark_completed(then=[following])

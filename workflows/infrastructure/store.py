@@ -32,6 +32,7 @@ from django.utils.dateparse import parse_datetime
 from contacts.infrastructure.store import COLUMNS as CONTACT_ROW
 from contacts.infrastructure.store import row_from_db as contact_row_from_db
 from jobs.domain.states import DEAD_LETTERS, JobStatus
+from jobs.infrastructure import clock
 from jobs.infrastructure.database import is_split, queue_database
 from jobs.infrastructure.outbox import OutboxStore
 from workflows.domain.execution import COUNTED_FOR_LIMIT, ENDED, UNFINISHED, Execution, ExecutionStatus
@@ -235,7 +236,8 @@ def _record_steps_sql(connection) -> str:
         log_columns = ", ".join(_column(ExecutionLog, name) for name in _LOG_RECORDED)
         _record_steps_statement = (
             f"WITH runs AS (UPDATE {RUN_TABLE} e SET {', '.join(f'{c} = v.{c}' for c in run_columns)},"
-            f" updated_at = %s FROM jsonb_to_recordset(%s::jsonb) AS v({recordset(WorkflowExecution, _RUN_RECORDED)})"
+            f" updated_at = statement_timestamp()"
+            f" FROM jsonb_to_recordset(%s::jsonb) AS v({recordset(WorkflowExecution, _RUN_RECORDED)})"
             f" WHERE e.id = ANY(%s::uuid[]) AND e.id = v.id)"
             f" INSERT INTO {LOG_TABLE} ({log_columns}) SELECT {log_columns}"
             f" FROM jsonb_to_recordset(%s::jsonb) AS l({recordset(ExecutionLog, _LOG_RECORDED)})"
@@ -267,10 +269,18 @@ _RUN_SELECT = ", ".join(f"e.{_column(WorkflowExecution, c)}" for c in RUN_COLUMN
 
 
 class RunStore:
-    """The hot path's statements for one database alias (the calling thread's connection)."""
+    """The hot path's statements for one database alias (the calling thread's connection).
+
+    Its reads of runs also read the database's now (`read_at`, a column of the same statement on
+    PostgreSQL: no round trip more), the one `now` a use case passes to the domain for its unit of work;
+    its writes stamp `updated_at` and `created_at` in the statement itself. So every time a run stores (its
+    resume_at, a retry's due time, its started_at and completed_at, its log rows' started_at) is on the
+    database's clock, never the worker host's (DDD_NOTES, "One clock: the database's").
+    """
 
     def __init__(self, using: str = "default") -> None:
         self.using = using
+        self.read_at: datetime | None = None  # the database's now at this store's last read of runs
 
     @property
     def connection(self):
@@ -288,6 +298,37 @@ class RunStore:
 
     def _prep(self, model, name: str, value: Any) -> Any:
         return model._meta.get_field(name).get_db_prep_save(value, self.connection)
+
+    # --- the database's clock ------------------------------------------------------------------
+    @property
+    def _on_postgres(self) -> bool:
+        return self.connection.vendor == "postgresql"
+
+    @property
+    def _now_column(self) -> str:
+        """Selected last by a read of runs: the database's now, with the rows (PostgreSQL)."""
+        return ", statement_timestamp()" if self._on_postgres else ""
+
+    def _stamped(self, rows: list[tuple]) -> list[tuple]:
+        """The rows of a read that selected `_now_column`, without it; `read_at` is now that read's now."""
+        if not self._on_postgres:
+            self.read_at = clock.now_of(self.connection)  # SQLite: one host, its clock is the database's
+            return rows
+        self.read_at = rows[0][-1] if rows else None
+        return [row[:-1] for row in rows]
+
+    def now(self) -> datetime:
+        """The database's now for this unit of work: as of the last read of runs, or read now (a round trip)."""
+        if self.read_at is None:
+            self.read_at = clock.now_of(self.connection)
+        return self.read_at
+
+    def _write_time(self) -> tuple[str, list[Any]]:
+        """SQL and parameters for "now" in a write: the statement's own time on PostgreSQL; on SQLite this
+        host's clock, which is the database's (through the same seam)."""
+        if self._on_postgres:
+            return "statement_timestamp()", []
+        return "%s", [self._prep(WorkflowExecution, "updated_at", clock.now_of(self.connection))]
 
     # --- what it wrote, for whoever counts runs (the RunCounts port), once the transaction commits ------
     def _count_started(self, rows: list[RunRow]) -> None:
@@ -309,9 +350,11 @@ class RunStore:
     # --- runs -------------------------------------------------------------------------------
     def lock_run(self, execution_id: UUID) -> RunRow | None:
         """The run's row, locked until the transaction ends."""
-        rows = self._rows(
-            f"SELECT {_RUN_SELECT} FROM {RUN_TABLE} e WHERE e.id = %s{self._for_update}",
-            [self._prep(WorkflowExecution, "id", execution_id)],
+        rows = self._stamped(
+            self._rows(
+                f"SELECT {_RUN_SELECT}{self._now_column} FROM {RUN_TABLE} e WHERE e.id = %s{self._for_update}",
+                [self._prep(WorkflowExecution, "id", execution_id)],
+            )
         )
         return RunRow.from_db(rows[0]) if rows else None
 
@@ -326,10 +369,12 @@ class RunStore:
     def _run_with_contact(self, execution_id: UUID, *, lock: bool) -> tuple[RunRow, dict[str, Any]] | None:
         contact_select = ", ".join(f"c.{name}" for name in CONTACT_COLUMNS)
         suffix = " FOR NO KEY UPDATE OF e" if lock and self._for_update else ""
-        rows = self._rows(
-            f"SELECT {_RUN_SELECT}, {contact_select} FROM {RUN_TABLE} e"
-            f" JOIN contacts_contact c ON c.id = e.contact_id WHERE e.id = %s{suffix}",
-            [self._prep(WorkflowExecution, "id", execution_id)],
+        rows = self._stamped(
+            self._rows(
+                f"SELECT {_RUN_SELECT}, {contact_select}{self._now_column} FROM {RUN_TABLE} e"
+                f" JOIN contacts_contact c ON c.id = e.contact_id WHERE e.id = %s{suffix}",
+                [self._prep(WorkflowExecution, "id", execution_id)],
+            )
         )
         if not rows:
             return None
@@ -347,10 +392,12 @@ class RunStore:
         ids = sorted({self._prep(WorkflowExecution, "id", i) for i in execution_ids}, key=str)
         contact_select = ", ".join(f"c.{name}" for name in CONTACT_COLUMNS)
         found = {}
-        for values in self._rows(
-            f"SELECT {_RUN_SELECT}, {contact_select} FROM {RUN_TABLE} e"
-            f" JOIN contacts_contact c ON c.id = e.contact_id WHERE e.id {self._any(ids)}",
-            self._any_params(ids),
+        for values in self._stamped(
+            self._rows(
+                f"SELECT {_RUN_SELECT}, {contact_select}{self._now_column} FROM {RUN_TABLE} e"
+                f" JOIN contacts_contact c ON c.id = e.contact_id WHERE e.id {self._any(ids)}",
+                self._any_params(ids),
+            )
         ):
             run, contact = _run_and_contact(values)
             found[run.id] = (run, contact)
@@ -381,12 +428,12 @@ class RunStore:
             ]
         )
         rows = self._rows(
-            f"UPDATE {RUN_TABLE} e SET status = v.status, started_at = v.started_at, updated_at = %s"
-            " FROM jsonb_to_recordset(%s::jsonb)"
+            f"UPDATE {RUN_TABLE} e SET status = v.status, started_at = v.started_at,"
+            " updated_at = statement_timestamp() FROM jsonb_to_recordset(%s::jsonb)"
             " AS v(id uuid, status text, started_at timestamptz, expected text, step int, job uuid)"
             " WHERE e.id = ANY(%s::uuid[]) AND e.id = v.id AND e.status = v.expected"
             " AND e.current_step_index = v.step AND e.next_job_id = v.job RETURNING e.id",
-            [timezone.now(), marks, [row.id for row, _expected, _job in entries]],
+            [marks, [row.id for row, _expected, _job in entries]],
         )
         return {_id(row[0]) for row in rows}
 
@@ -396,9 +443,12 @@ class RunStore:
         ids = sorted({self._prep(WorkflowExecution, "id", i) for i in execution_ids}, key=str)
         return [
             RunRow.from_db(values)
-            for values in self._rows(
-                f"SELECT {_RUN_SELECT} FROM {RUN_TABLE} e WHERE e.id {self._any(ids)} ORDER BY e.id{suffix}",
-                self._any_params(ids),
+            for values in self._stamped(
+                self._rows(
+                    f"SELECT {_RUN_SELECT}{self._now_column} FROM {RUN_TABLE} e WHERE e.id {self._any(ids)}"
+                    f" ORDER BY e.id{suffix}",
+                    self._any_params(ids),
+                )
             )
         ]
 
@@ -458,7 +508,7 @@ class RunStore:
             # The ids again as an array: a JSON document's rows are opaque to the planner, which would
             # otherwise scan every run rather than look these up by primary key.
             ids = [row.id for row, _c, _l in entries]
-            cursor.execute(_record_steps_sql(self.connection), [timezone.now(), runs, ids, logs])
+            cursor.execute(_record_steps_sql(self.connection), [runs, ids, logs])
 
     def compare_and_set(self, row: RunRow, columns: list[str], *, expected_status: str, job_id: UUID) -> bool:
         """Write `columns` only if the run is still as it was read (status, step, the job holding it)."""
@@ -501,10 +551,11 @@ class RunStore:
             )
 
     def _assignments(self, row: RunRow, columns: list[str]) -> tuple[str, list[Any]]:
-        names = [*columns, "updated_at"]
         params = [self._prep(WorkflowExecution, name, getattr(row, name)) for name in columns]
-        params.append(self._prep(WorkflowExecution, "updated_at", timezone.now()))
-        return ", ".join(f"{_column(WorkflowExecution, n)} = %s" for n in names), params
+        now_sql, now_params = self._write_time()
+        assignments = [f"{_column(WorkflowExecution, n)} = %s" for n in columns]
+        assignments.append(f"{_column(WorkflowExecution, 'updated_at')} = {now_sql}")
+        return ", ".join(assignments), params + now_params
 
     def update_run(self, row: RunRow, columns: list[str]) -> None:
         self._count_finished([(row, columns)])
@@ -514,41 +565,41 @@ class RunStore:
             cursor.execute(f"UPDATE {RUN_TABLE} SET {assignments} WHERE id = %s", params)
 
     def insert_run(self, row: RunRow, **extra: Any) -> datetime:
-        """Insert a new run; `extra` holds the columns RunRow does not carry. Returns created_at."""
-        now = timezone.now()
-        values = {name: getattr(row, name) for name in RUN_COLUMNS}
-        values.update(extra, created_at=now, updated_at=now)
-        columns = [_column(WorkflowExecution, name) for name in values]
-        params = [self._prep(WorkflowExecution, name, value) for name, value in values.items()]
-        with self.connection.cursor() as cursor:
-            cursor.execute(
-                f"INSERT INTO {RUN_TABLE} ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))})",
-                params,
-            )
-        self._count_started([row])
-        return now
+        """Insert a new run; `extra` holds the columns RunRow does not carry. Returns created_at (the
+        database's now: the statement's own on PostgreSQL)."""
+        return self.insert_runs([row], [extra])
 
     def insert_runs(self, rows: list[RunRow], extras: list[dict[str, Any]], chunk: int = 500) -> datetime:
-        """Insert many new runs in few statements; returns their created_at."""
-        now = timezone.now()
+        """Insert many new runs in few statements; returns their created_at: the database's now, stamped by
+        each statement itself on PostgreSQL (this host's clock on SQLite, which is the database's)."""
         if not rows:
-            return now
-        names = [*RUN_COLUMNS, *extras[0], "created_at", "updated_at"]
-        columns = ", ".join(_column(WorkflowExecution, name) for name in names)
+            return self.now()
+        names = [*RUN_COLUMNS, *extras[0]]
+        columns = ", ".join(_column(WorkflowExecution, name) for name in [*names, "created_at", "updated_at"])
         fields_ = [_field(WorkflowExecution, name) for name in names]
-        placeholder = "(" + ", ".join(["%s"] * len(names)) + ")"
+        created = None if self._on_postgres else clock.now_of(self.connection)
+        stamp, stamps = "statement_timestamp()", []
+        if created is not None:
+            stamp, stamps = "%s", [self._prep(WorkflowExecution, "created_at", created)] * 2
+        placeholder = "(" + ", ".join(["%s"] * len(names) + [stamp, stamp]) + ")"
         for start in range(0, len(rows), chunk):
             params: list[Any] = []
             part = list(zip(rows[start : start + chunk], extras[start : start + chunk], strict=True))
             for row, extra in part:
-                values = [*(getattr(row, n) for n in RUN_COLUMNS), *extra.values(), now, now]
+                values = [*(getattr(row, n) for n in RUN_COLUMNS), *extra.values()]
                 params += [f.get_db_prep_save(v, self.connection) for f, v in zip(fields_, values, strict=True)]
+                params += stamps
+            returning = " RETURNING created_at" if created is None else ""
             with self.connection.cursor() as cursor:
                 cursor.execute(
-                    f"INSERT INTO {RUN_TABLE} ({columns}) VALUES {', '.join([placeholder] * len(part))}", params
+                    f"INSERT INTO {RUN_TABLE} ({columns}) VALUES {', '.join([placeholder] * len(part))}{returning}",
+                    params,
                 )
+                if returning:
+                    created = cursor.fetchone()[0]
         self._count_started(rows)
-        return now
+        assert created is not None
+        return created
 
     def insert_log(self, **values: Any) -> None:
         columns = [_column(ExecutionLog, name) for name in values]

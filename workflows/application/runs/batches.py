@@ -21,7 +21,6 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, transaction
-from django.utils import timezone
 
 from jobs.application.context import JobContext, complete_all
 from jobs.application.registry import BatchItem
@@ -111,12 +110,12 @@ def _runnable(
 
 
 def _run_internal_steps(store: RunStore, candidates: list[tuple[UUID, int, BatchItem]]) -> list[BatchItem]:
-    now = timezone.now()
     try:
         with transaction.atomic(durable=True), listening_read_once():
             found, contact_rows = store.lock_runs_with_contacts(
                 [execution_id for execution_id, _index, _item in candidates]
             )
+            now = store.now()  # the database's, read with the runs
             runnable, left = _runnable(found, candidates)
             # By account, then contact: an action's event may lock its contact's account (to start runs),
             # so every batch takes accounts in the same order and no two batches deadlock on them.
@@ -133,15 +132,15 @@ def _run_internal_steps(store: RunStore, candidates: list[tuple[UUID, int, Batch
                 if attempt.error is not None:
                     raise _OneByOne
                 settled.append((row, run, step, attempt_number, attempt, item[1]))
-            _record_many(store, settled, now)
+            _record_many(store, settled, now, now)
     except _OneByOne:
         return [item for *_ids, item in candidates]
     return left
 
 
 def _run_external_steps(store: RunStore, candidates: list[tuple[UUID, int, BatchItem]]) -> list[BatchItem]:
-    now = timezone.now()
     found = store.read_runs_with_contacts([execution_id for execution_id, _index, _item in candidates])
+    now = store.now()  # the database's, read with the runs
     runnable, left = _runnable(found, candidates)
     marked = []
     for row, contact, run, item in runnable:
@@ -188,7 +187,7 @@ def _record_external_many(
                 if current is None or not holds(current, job, step.index):  # erased meanwhile
                     continue
                 settled.append((current, current.to_domain(), step, attempt_number, attempt, job))
-            _record_many(store, settled, now)
+            _record_many(store, settled, now, store.now())  # begun at `now`, recorded as of the lock
     except (OperationalError, InterfaceError):
         raise  # the database is away: the jobs are retried by the queue (their actions run again)
     except (DatabaseError, ValueError, LeaseLost) as exc:
@@ -203,13 +202,17 @@ def _record_external_many(
 
 
 def _record_many(
-    store: RunStore, settled: list[tuple[RunRow, Execution, Step, int, Attempt, JobContext]], now: datetime
+    store: RunStore,
+    settled: list[tuple[RunRow, Execution, Step, int, Attempt, JobContext]],
+    started_at: datetime,
+    now: datetime,
 ) -> None:
     """`stepping.record` for several locked runs: their jobs complete and what follows is queued in one
-    statement, then the runs and their log rows are written in one."""
+    statement, then the runs and their log rows are written in one. Both times are the database's: when the
+    steps began, and now (read with the runs' lock)."""
     moves = []
     for row, run, step, attempt_number, attempt, _job in settled:
-        move, log_values = settle(row, run, step, attempt_number, attempt, now)
+        move, log_values = settle(row, run, step, attempt_number, attempt, started_at, now)
         moves.append((row, run, move, log_values))
     next_ids = complete_all(
         [job for *_rest, job in settled], [next_job(row, run, move) for row, run, move, _log in moves]

@@ -35,7 +35,6 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
 from django.db.models.fields.json import KeyTransform
-from django.utils import timezone
 
 from contacts.application.events import ContactEvent
 from jobs.application.context import JobContext
@@ -199,7 +198,7 @@ def goal_met(*, execution_id: UUID | str, job: JobContext) -> None:
             GoalHit.objects.filter(execution_id=row.id).update(handled=True)
             return
         run = row.to_domain()
-        move, log_row = reach_goal(row, run, version, goal, timezone.now())
+        move, log_row = reach_goal(row, run, version, goal, store.now())
         cancel_next_job(row)
         enact(row, run, move, completing=job)
         store.record_step(row, [*row.apply(run), "next_job_id"], log_row)

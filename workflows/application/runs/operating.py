@@ -22,7 +22,6 @@ from typing import Any
 from uuid import UUID
 
 from django.db import transaction
-from django.utils import timezone
 
 from jobs.application.operations import cancel_pending_jobs
 from kernel.failures import truncate
@@ -44,8 +43,8 @@ JOB_DIED_LOCK_WAIT_SECONDS = 5.0
 def pause_run(*, execution_id: UUID | str, account_id: int | None = None) -> WorkflowExecution:
     """Stop the run where it is: its queued job is cancelled; a step in flight still finishes and is logged."""
 
-    def pause(row: RunRow, run: Execution) -> None:
-        run.pause(timezone.now())
+    def pause(row: RunRow, run: Execution, now: datetime) -> None:
+        run.pause(now)
         if run.paused_from is not ExecutionStatus.ACTIVE:
             cancel_next_job(row)
 
@@ -56,8 +55,7 @@ def resume_run(*, execution_id: UUID | str, account_id: int | None = None) -> Wo
     """Carry on: a wait whose time passed during the pause continues at once, else waits the remainder; an
     event wait whose event came during the pause goes on at once, on its "happened" path."""
 
-    def resume(row: RunRow, run: Execution) -> None:
-        now = timezone.now()
+    def resume(row: RunRow, run: Execution, now: datetime) -> None:
         if run.paused_from is ExecutionStatus.WAITING and waiting_step(row) is not None and has_recorded_event(row.id):
             run.resume_at = now  # the event came during the pause: act on it now (the wait step resolves it)
         enact(row, run, run.resume(now))
@@ -68,9 +66,9 @@ def resume_run(*, execution_id: UUID | str, account_id: int | None = None) -> Wo
 def cancel_run(*, execution_id: UUID | str, account_id: int | None = None) -> WorkflowExecution:
     """Stop the run for good; its queued job is cancelled and it never runs another step."""
 
-    def cancel(row: RunRow, run: Execution) -> None:
+    def cancel(row: RunRow, run: Execution, now: datetime) -> None:
         in_flight = run.status is ExecutionStatus.ACTIVE or run.paused_from is ExecutionStatus.ACTIVE
-        run.cancel(timezone.now())
+        run.cancel(now)
         if not in_flight:  # a step in flight keeps its job, so its outcome is still logged
             cancel_next_job(row)
         WaitStore().forget(row.id)  # an event wait, if any, leaves the index
@@ -109,8 +107,7 @@ def retry_run(
     (`Execution.retry`); its history gets a row saying who lifted the cap, when, and after how many steps.
     """
 
-    def retry(row: RunRow, run: Execution) -> None:
-        now = timezone.now()
+    def retry(row: RunRow, run: Execution, now: datetime) -> None:
         capped, counted = run.loop_capped, run.steps_counted
         enact(row, run, run.retry(now))
         if capped:
@@ -145,8 +142,9 @@ RUN_OPERATIONS: dict[str, Callable[..., WorkflowExecution]] = {
 
 
 def _operate(
-    execution_id: UUID | str, account_id: int | None, change: Callable[[RunRow, Execution], None]
+    execution_id: UUID | str, account_id: int | None, change: Callable[[RunRow, Execution, datetime], None]
 ) -> WorkflowExecution:
+    """Lock the run and let `change` move it, with the database's now (read with the lock)."""
     store = RunStore()
     pk = run_id(execution_id)
     with transaction.atomic(durable=True):
@@ -154,7 +152,7 @@ def _operate(
         if row is None or (account_id is not None and row.account_id != account_id):
             raise ExecutionNotFound(execution_id)
         run = row.to_domain()
-        change(row, run)
+        change(row, run, store.now())
         store.update_run(row, [*row.apply(run), "next_job_id"])
     return WorkflowExecution.objects.get(pk=pk)
 
@@ -180,7 +178,7 @@ def job_died(*, execution_id: UUID | str, job_id: UUID, handler: str, status: st
             return False
         run = row.to_domain()
         message = truncate(f"StepJobDied: the {handler} job {job_id} ended {status}: {error}")
-        if not run.job_lost(timezone.now(), error=message, category="unknown"):
+        if not run.job_lost(store.now(), error=message, category="unknown"):
             return False
         row.next_job_id = None
         store.update_run(row, [*row.apply(run), "next_job_id"])
@@ -195,9 +193,10 @@ def reconcile_stranded(*, grace_seconds: float = 300.0, limit: int = 500) -> int
     The sweep behind the dead-letter hook: it catches what the hook could not settle (the database away
     at that moment, a lock held too long), jobs an operator cancelled, and jobs purged since.
     """
-    older_than = timezone.now() - timedelta(seconds=grace_seconds)
+    store = RunStore()
+    older_than = store.now() - timedelta(seconds=grace_seconds)  # runs' updated_at is the database's clock
     failed = 0
-    for stranded_id, job_id, handler, status, error in RunStore().stranded_runs(older_than=older_than, limit=limit):
+    for stranded_id, job_id, handler, status, error in store.stranded_runs(older_than=older_than, limit=limit):
         try:
             failed += job_died(
                 execution_id=stranded_id,

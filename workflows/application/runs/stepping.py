@@ -39,7 +39,6 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, transaction
-from django.utils import timezone
 
 from integrations.domain.channels import failure_details
 from jobs.application.context import JobContext
@@ -83,13 +82,17 @@ class _Begun:
     version: LoadedVersion
     step: Step
     attempt_number: int
+    now: datetime  # when it began, by the database's clock
 
 
 def run_step(
     *, execution_id: UUID | str, step_index: int, job: JobContext, version_id: UUID | str | None = None
 ) -> None:
-    """Carry out the run's current step (one attempt); see the module docstring for the transactions."""
-    now = timezone.now()
+    """Carry out the run's current step (one attempt); see the module docstring for the transactions.
+
+    Its `now` is the database's, read with the run (`RunStore.read_at`): the step's start, a wait's end and
+    a retry's due time are on the database's clock, whatever the worker host's clock says.
+    """
     store = RunStore()
     execution_id = run_id(execution_id)
     begun = None
@@ -100,14 +103,14 @@ def run_step(
         found = store.read_run_with_contact(execution_id)
         if found is None or not holds(found[0], job, step_index):
             return  # a stale or duplicate job (or the run was erased): nothing to do
-        begun = _begin_external(store, *found, job, now)
+        begun = _begin_external(store, *found, job, store.now())
     if begun is None:
-        begun = _begin_locked(store, execution_id, step_index, job, now)
+        begun = _begin_locked(store, execution_id, step_index, job)
         if begun is None:
             return  # nothing to do, or an internal step: done and recorded in that transaction
     row, contact, version, step = begun.row, begun.contact, begun.version, begun.step
-    outcome = carry_out(executor_for(step.action_type), step_run(row, contact, version, step, now), row, version)
-    record_external(store, row, step, begun.attempt_number, outcome, now, job)
+    outcome = carry_out(executor_for(step.action_type), step_run(row, contact, version, step, begun.now), row, version)
+    record_external(store, row, step, begun.attempt_number, outcome, begun.now, job)
 
 
 def _begin_external(
@@ -124,12 +127,10 @@ def _begin_external(
     if not store.compare_and_set(row, row.apply(run), expected_status=read_status, job_id=job.id):
         return None
     version = load_version(row.version_id)
-    return _Begun(row, contact, version, version.definition.steps[row.current_step_index], attempt_number)
+    return _Begun(row, contact, version, version.definition.steps[row.current_step_index], attempt_number, now)
 
 
-def _begin_locked(
-    store: RunStore, execution_id: UUID, step_index: int, job: JobContext, now: datetime
-) -> _Begun | None:
+def _begin_locked(store: RunStore, execution_id: UUID, step_index: int, job: JobContext) -> _Begun | None:
     """Lock the run: a stale job does nothing, a paused run lets go of the step, an internal step is carried
     out and recorded right here. An external step is marked ACTIVE and returned, committed."""
     with transaction.atomic(durable=True):
@@ -137,6 +138,7 @@ def _begin_locked(
         if found is None or not holds(found[0], job, step_index):
             return None
         row, contact = found
+        now = store.now()  # read with the run
         run = row.to_domain()
         gate = run.step_job_arrived()
         if gate is StepGate.IGNORE:
@@ -164,7 +166,7 @@ def _begin_locked(
             record(store, row, run, step, attempt_number, outcome, now, job)
             return None
         store.update_run(row, row.apply(run))  # ACTIVE is committed before the outside world is touched
-    return _Begun(row, contact, version, step, attempt_number)
+    return _Begun(row, contact, version, step, attempt_number, now)
 
 
 def end_wait(*, execution_id: UUID | str, job: JobContext) -> None:
@@ -177,10 +179,10 @@ def end_wait(*, execution_id: UUID | str, job: JobContext) -> None:
             return
         if row.status == ExecutionStatus.WAITING.value:
             step = waiting_step(row)
-            if step is not None and wait_timed_out(row, step, job):
+            if step is not None and wait_timed_out(row, step, job, store.now()):
                 return  # a wait_for_event's timeout (or the event that beat it): settled there
         run = row.to_domain()
-        move = run.wait_over(timezone.now())
+        move = run.wait_over(store.now())
         if move is None:
             return
         enact(row, run, move, completing=job)
@@ -231,14 +233,16 @@ def record(
     started_at: datetime,
     job: JobContext,
 ) -> None:
-    """One transaction: the log row, the run's move, the next job, and this job's completion."""
-    move, log_values = settle(row, run, step, attempt_number, attempt, started_at)
+    """One transaction: the log row, the run's move, the next job, and this job's completion. Its now is the
+    database's as of the run's lock (`store.now()`)."""
+    now = store.now()
+    move, log_values = settle(row, run, step, attempt_number, attempt, started_at, now)
     goal_log = None
     if run.status not in ENDED:
         version = load_version(row.version_id)
         goal = pending_goal(row, version)  # met while the step was in flight: it, not what follows, comes next
         if goal is not None:
-            move, goal_log = reach_goal(row, run, version, goal, timezone.now())
+            move, goal_log = reach_goal(row, run, version, goal, now)
     enact(row, run, move, completing=job)  # this job completes, what follows is queued: one statement
     store.record_step(row, [*row.apply(run), "next_job_id"], log_values)
     if goal_log is not None:
@@ -288,10 +292,16 @@ def record_external(
 
 
 def settle(
-    row: RunRow, run: Execution, step: Step, attempt_number: int, attempt: Attempt, started_at: datetime
+    row: RunRow,
+    run: Execution,
+    step: Step,
+    attempt_number: int,
+    attempt: Attempt,
+    started_at: datetime,
+    now: datetime,
 ) -> tuple[NextMove, dict[str, Any]]:
-    """The run's move after this attempt (applied to `run`) and the attempt's log row."""
-    now = timezone.now()
+    """The run's move after this attempt (applied to `run`) and the attempt's log row; `now` (the database's,
+    read with the run's lock) is when it is recorded: a retry is due its delay after it."""
     error_category = error_details = ""
     chosen: dict[str, Any] = {}  # what a deciding step chose, and why
     if attempt.error is None:

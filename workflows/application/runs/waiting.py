@@ -25,12 +25,12 @@
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import Any, cast
 from uuid import UUID
 
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
 from contacts.application.events import ContactEvent
 from jobs.application.context import JobContext
@@ -84,10 +84,11 @@ def event_arrived(*, execution_id: UUID | str, job: JobContext) -> None:
     _end_event_wait(run_id(execution_id), job, woken=True)
 
 
-def wait_timed_out(row: RunRow, step: Step, job: JobContext) -> bool:
+def wait_timed_out(row: RunRow, step: Step, job: JobContext, now: datetime) -> bool:
     """The timeout's job, for a run waiting in a wait_for_event step (called by `end_wait` under the run's
-    lock). False: the run has no event wait here (a time wait is ending), for the caller to handle."""
-    return _resolve(RunStore(), row, step, job, woken=False)
+    lock; `now` the database's, read with it). False: the run has no event wait here (a time wait is
+    ending), for the caller to handle."""
+    return _resolve(RunStore(), row, step, job, now, woken=False)
 
 
 def waiting_step(row: RunRow) -> Step | None:
@@ -114,16 +115,16 @@ def _end_event_wait(execution_id: UUID, job: JobContext, *, woken: bool) -> None
         step = waiting_step(row)
         if step is None:
             return
-        _resolve(store, row, step, job, woken=woken)
+        _resolve(store, row, step, job, store.now(), woken=woken)
 
 
-def _resolve(store: RunStore, row: RunRow, step: Step, job: JobContext, *, woken: bool) -> bool:
-    """Under the run's lock: end the wait if the event came or the time is up, log which, queue what follows."""
+def _resolve(store: RunStore, row: RunRow, step: Step, job: JobContext, now: datetime, *, woken: bool) -> bool:
+    """Under the run's lock: end the wait if the event came or the time is up (`now`: the database's), log
+    which, queue what follows."""
     waits = WaitStore()
     wait = waits.lock(row.id)
     if wait is None or wait.step_key != step.key:
         return False
-    now = timezone.now()
     outcome = resolve(wait.recorded, wait.timeout_at, now)
     run = row.to_domain()
     if outcome is None:
