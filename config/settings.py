@@ -248,6 +248,15 @@ WEBHOOK_USER_AGENT = env.str("WEBHOOK_USER_AGENT", default="Relay-Webhooks/1.0")
 LOGGING["handlers"]["discard"] = {"class": "logging.NullHandler"}
 LOGGING["loggers"]["urllib3"] = {"level": "CRITICAL", "handlers": ["discard"], "propagate": False}
 
+# --- Contact imports (admin: Contacts > Import) ------------------------------------
+# A file past one of these is refused at upload with the limit named (README "Importing contacts").
+CONTACT_IMPORT_MAX_BYTES = env.int("CONTACT_IMPORT_MAX_BYTES", default=50 * 1024 * 1024)
+CONTACT_IMPORT_MAX_ROWS = env.int("CONTACT_IMPORT_MAX_ROWS", default=250_000)  # contacts under the header
+CONTACT_IMPORT_MAX_COLUMNS = env.int("CONTACT_IMPORT_MAX_COLUMNS", default=200)
+CONTACT_IMPORT_MAX_CELL_CHARS = env.int("CONTACT_IMPORT_MAX_CELL_CHARS", default=10_000)
+# The mapping page posts one field per column: Django must take that many fields in one form.
+DATA_UPLOAD_MAX_NUMBER_FIELDS = max(1000, CONTACT_IMPORT_MAX_COLUMNS + 100)
+
 # --- REST API ---------------------------------------------------------------------
 # /api/v1/ (the api app): bearer tokens (accounts.ApiToken), problem details for
 # every error, cursor pagination, per-token throttling. DDD_NOTES.md "REST API".

@@ -20,10 +20,17 @@ from django.urls import reverse
 
 from accounts.admin_scoping import role_account_ids
 from accounts.infrastructure.models import Account
-from contacts.application.imports import ImportRefused, import_configure, import_queue, import_upload
+from contacts.application.imports import (
+    ImportRefused,
+    check_file_size,
+    import_configure,
+    import_queue,
+    import_upload,
+)
 from contacts.application.selectors import account_custom_fields
 from contacts.domain.imports import CUSTOM_PREFIX, FIELDS, TAGS, read_row
 from contacts.infrastructure.models import ContactImport
+from contacts.infrastructure.spreadsheets import ENCODING_NAMES
 from jobs.application.queue import JobSpec
 
 TARGET_LABELS = {"": "— skip this column —", "email": "Email", "phone": "Phone", "first_name": "First name"}
@@ -94,6 +101,15 @@ class MappingForm(forms.Form):
     def column_fields(self) -> list[forms.BoundField]:
         return [self[f"column_{i}"] for i in range(len(self.record.header))]
 
+    def columns(self) -> list[dict[str, Any]]:
+        """Each column's field and its cells in the sample rows: the page shows them without a nested loop
+        over every cell of every row (which made it quadratic in the number of columns)."""
+        sample = self.record.sample
+        return [
+            {"field": field, "sample": [row[index] if index < len(row) else "" for row in sample]}
+            for index, field in enumerate(self.column_fields())
+        ]
+
     def option_fields(self) -> list[forms.BoundField]:
         return [self[name] for name in self.fields if not name.startswith("column_")]
 
@@ -119,6 +135,7 @@ def upload_view(model_admin: Any, request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         upload = form.cleaned_data["file"]
         try:
+            check_file_size(upload.size)  # before reading a byte of it
             record = import_upload(
                 account_id=form.cleaned_data["account"].pk,
                 filename=upload.name,
@@ -194,6 +211,7 @@ def detail_view(model_admin: Any, request: HttpRequest, import_id: int) -> HttpR
         "record": record,
         "form": form,
         "preview": preview,
+        "encoding": ENCODING_NAMES.get(record.options.get("encoding", ""), ""),
         "fields": FIELDS,
         "opts": model_admin.model._meta,
         "live": record.status in (ContactImport.Status.QUEUED, ContactImport.Status.CHECKING)

@@ -9,16 +9,18 @@ class WorkflowsConfig(AppConfig):
         from django.db import DEFAULT_DB_ALIAS
         from django.db.models.signals import post_delete
 
-        from contacts.application.events import subscribe
+        from contacts.application.events import on_many_events, subscribe
         from jobs.application.schedules import builtin_schedule
         from jobs.application.vacuum import register_tables
         from workflows import admin_extensions, handlers  # handlers: the workflow jobs; the reconcile handler
         from workflows.application import metrics
         from workflows.application.events import on_contact_event, on_workflow_deleted
+        from workflows.application.runs.goals import listening_read_once
         from workflows.application.trigger_cache import listen_for_trigger_changes
         from workflows.infrastructure.models import EventWait, Workflow, WorkflowExecution
 
         subscribe(on_contact_event)
+        on_many_events(listening_read_once)  # an import's events: each account's waits and goals read once
         # A run's row is updated at every step and a wait is inserted and deleted: the workers vacuum them when
         # autovacuum does not, as they do the queue's tables.
         register_tables(DEFAULT_DB_ALIAS, [WorkflowExecution._meta.db_table, EventWait._meta.db_table])

@@ -13,7 +13,8 @@ step, one link's click) is neither stored nor published a second time.
 
 import hashlib
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -55,6 +56,27 @@ def subscribe(subscriber: Subscriber) -> None:
 def publish(event: ContactEvent) -> None:
     for subscriber in list(_subscribers):
         subscriber(event)
+
+
+_many_scopes: list[Callable[[], AbstractContextManager[None]]] = []
+
+
+def on_many_events(scope: Callable[[], AbstractContextManager[None]]) -> None:
+    """A subscriber's context for many events published in one transaction (`publishing_many`): what it
+    would read for each event it may read once for all of them (the workflow engine: whether the account
+    has runs waiting for events or goals)."""
+    if scope not in _many_scopes:
+        _many_scopes.append(scope)
+
+
+@contextmanager
+def publishing_many() -> Iterator[None]:
+    """Around a transaction that publishes many events (an import of 200,000 contacts publishes 600,000):
+    each subscriber's `on_many_events` scope is open for all of them."""
+    with ExitStack() as stack:
+        for scope in list(_many_scopes):
+            stack.enter_context(scope())
+        yield
 
 
 def dedup_key(*parts: object) -> str:

@@ -10,12 +10,11 @@ enrollment into a workflow) is queued in that same transaction.
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
@@ -24,11 +23,10 @@ from contacts.application import events
 from contacts.application.services import contact_add_tag, contact_update
 from contacts.domain.imports import (
     MAX_ERRORS_KEPT,
-    MAX_ROWS,
     TAGS,
+    DuplicateEmails,
     ImportedRow,
     RowProblem,
-    duplicate_problems,
     guess_target,
     mapping_problems,
     read_row,
@@ -36,86 +34,76 @@ from contacts.domain.imports import (
 )
 from contacts.domain.model import ContactError, normalize_tag
 from contacts.infrastructure.models import Contact, ContactImport
+from contacts.infrastructure.spreadsheets import (
+    SheetLimits,
+    UnreadableFile,
+    detect_encoding,
+    file_size,
+    is_excel,
+    read_rows,
+)
 from jobs.application.context import JobContext
 from jobs.application.queue import JobSpec, enqueue
 from jobs.application.registry import job_handler
 
 IMPORT_HANDLER = "contacts.import"
-MAX_BYTES = 50 * 1024 * 1024
 SAMPLE_ROWS = 8
-CREATE_CHUNK = 2000
+SAMPLE_CELL_CHARS = 300  # past every field's own limit, so a too-long cell still shows its problem
 
 
 class ImportRefused(ValueError):
     """The file or the mapping cannot be used; the message says why in plain words."""
 
 
-# --- reading files -----------------------------------------------------------------------------
-def _rows(content: bytes, filename: str) -> Iterator[list[str]]:
-    if filename.lower().endswith((".xlsx", ".xlsm")):
-        yield from _xlsx_rows(content)
-        return
-    yield from _csv_rows(content)
+# --- limits and reading files -------------------------------------------------------------------
+def import_limits() -> SheetLimits:
+    """The limits of settings.py (CONTACT_IMPORT_*): a file past one is refused, naming it."""
+    return SheetLimits(
+        max_bytes=settings.CONTACT_IMPORT_MAX_BYTES,
+        max_columns=settings.CONTACT_IMPORT_MAX_COLUMNS,
+        max_rows=settings.CONTACT_IMPORT_MAX_ROWS,
+        max_cell_chars=settings.CONTACT_IMPORT_MAX_CELL_CHARS,
+    )
 
 
-def _csv_rows(content: bytes) -> Iterator[list[str]]:
-    try:
-        text = content.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        text = content.decode("latin-1")  # what spreadsheet programs often save
-    try:
-        dialect = csv.Sniffer().sniff(text[:20_000], delimiters=",;\t")
-    except csv.Error:
-        dialect = csv.excel
-    for row in csv.reader(io.StringIO(text), dialect):
-        yield [cell.strip() for cell in row]
+def check_file_size(size: int) -> None:
+    """ImportRefused when a file of `size` bytes is over the limit (the upload page asks before reading it)."""
+    limit = settings.CONTACT_IMPORT_MAX_BYTES
+    if size > limit:
+        raise ImportRefused(
+            f"The file is {file_size(size)}; a file may be at most {file_size(limit)}: split it in parts."
+        )
 
 
-def _xlsx_rows(content: bytes) -> Iterator[list[str]]:
-    from openpyxl import load_workbook
-
-    try:
-        book = load_workbook(io.BytesIO(content), read_only=True, data_only=True)
-    except Exception:
-        raise ImportRefused("This is not an Excel file Relay can read (save it as .xlsx or .csv).") from None
-    try:
-        sheet = book.worksheets[0]
-        for values in sheet.iter_rows(values_only=True):
-            yield [_cell(v) for v in values]
-    finally:
-        book.close()
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))  # 15550100000.0 is a phone number, not a float
-    return str(value).strip()
-
-
-def _non_empty(rows: Iterator[list[str]]) -> Iterator[list[str]]:
-    return (row for row in rows if any(cell for cell in row))
+def _sample_cells(cells: list[str]) -> list[str]:
+    """A row as the mapping page keeps it: each cell cut to what its checks and the preview need."""
+    return [cell[:SAMPLE_CELL_CHARS] for cell in cells]
 
 
 # --- the steps ---------------------------------------------------------------------------------
 def import_upload(*, account_id: int, filename: str, content: bytes, created_by_id: int | None = None) -> ContactImport:
-    """Store an uploaded file with its header, a sample and a guessed mapping; ImportRefused says why not."""
+    """Store an uploaded file with its header, a sample and a guessed mapping; ImportRefused says why not.
+
+    Every row is read here, one at a time, so a file that breaks a limit, holds a NUL or cannot be decoded
+    is refused now, naming the row and the column, rather than after its columns were mapped."""
     if not filename.lower().endswith((".csv", ".txt", ".xlsx", ".xlsm")):
         raise ImportRefused("Upload a .csv or .xlsx file.")
-    if len(content) > MAX_BYTES:
-        raise ImportRefused(f"The file is larger than {MAX_BYTES // (1024 * 1024)} MB: split it in parts.")
-    rows = _non_empty(_rows(content, filename))
-    header = next(rows, None)
-    if not header:
-        raise ImportRefused("The file is empty: its first row should name the columns (email, first name…).")
-    sample, count = [], 0
-    for row in rows:
-        if count < SAMPLE_ROWS:
-            sample.append(row)
-        count += 1
-        if count > MAX_ROWS:
-            raise ImportRefused(f"The file has more than {MAX_ROWS:,} contacts: split it in parts.")
+    check_file_size(len(content))
+    limits = import_limits()
+    try:
+        encoding = "" if is_excel(filename) else detect_encoding(content)
+        rows = read_rows(content, filename, limits, encoding=encoding)
+        first = next(rows, None)
+        if first is None:
+            raise ImportRefused("The file is empty: its first row should name the columns (email, first name…).")
+        header = first[1]
+        sample, count = [], 0
+        for _, cells in rows:
+            if count < SAMPLE_ROWS:
+                sample.append(_sample_cells(cells))
+            count += 1
+    except UnreadableFile as error:
+        raise ImportRefused(str(error)) from None
     if count == 0:
         raise ImportRefused("The file has a header but no contacts under it.")
     return ContactImport.objects.create(
@@ -127,7 +115,7 @@ def import_upload(*, account_id: int, filename: str, content: bytes, created_by_
         sample=sample,
         row_count=count,
         mapping=[guess_target(h) for h in header],
-        options={"existing": "update", "tag": ""},
+        options={"existing": "update", "tag": "", "encoding": encoding},
     )
 
 
@@ -149,7 +137,12 @@ def import_configure(
     if problems:
         raise ImportRefused(" ".join(problems))
     record.mapping = mapping
-    record.options = {"existing": existing, "tag": tag, "then": [_spec_dict(spec) for spec in then]}
+    record.options = {
+        "existing": existing,
+        "tag": tag,
+        "then": [_spec_dict(spec) for spec in then],
+        "encoding": record.options.get("encoding", ""),  # as found at upload
+    }
     record.save(update_fields=["mapping", "options", "updated_at"])
     return record
 
@@ -183,60 +176,106 @@ def _spec_dict(spec: JobSpec) -> dict[str, Any]:
 
 
 # --- the job -----------------------------------------------------------------------------------
+# The file is read twice, a chunk of rows at a time: once to check every row (nothing written), then, when
+# no row has a problem, again to write them. Only what the check needs across chunks stays in memory (each
+# email's first row, for duplicates), so a worker's memory does not grow with the rows' contents: holding
+# every row of 200,000 as objects took 330 MiB.
+ROW_CHUNK = 2000
+
+
+@dataclass
+class FileCheck:
+    problems: list[RowProblem] = field(default_factory=list)
+    new: int = 0  # contacts the import would create
+    existing: int = 0  # rows whose email is a contact already in the account
+
+
 @job_handler(IMPORT_HANDLER)
 def run_import(payload: dict[str, Any], job: JobContext) -> None:
     record = ContactImport.objects.get(pk=payload["import_id"])
     record.status = ContactImport.Status.CHECKING
     record.save(update_fields=["status", "updated_at"])
-    rows, problems = check_rows(record)
+    check = check_file(record)
     with transaction.atomic():
-        if problems:
-            _refuse(record, problems)
+        if check.problems:
+            _refuse(record, check.problems)
         elif payload.get("dry_run"):
-            new, existing = _split_existing(record.account_id, rows)
             record.status = ContactImport.Status.CHECKED
             record.problems, record.problem_count = [], 0
-            record.created_count, record.updated_count = len(new), len(existing)
+            record.created_count, record.updated_count = check.new, check.existing
             record.save(update_fields=["status", "problems", "problem_count", "created_count", "updated_count"])
         else:
-            _write(record, rows)
+            with events.publishing_many():
+                _write(record)
             then = [JobSpec(**spec) for spec in record.options.get("then", [])]
             job.mark_completed(then=then)
             return
         job.mark_completed()
 
 
-def check_rows(record: ContactImport) -> tuple[list[ImportedRow], list[RowProblem]]:
-    """Every row read and checked; no write."""
-    rows: list[ImportedRow] = []
-    problems: list[RowProblem] = []
-    all_rows = _non_empty(_rows(bytes(record.content), record.filename))
-    next(all_rows, None)  # the header
-    for number, cells in enumerate(all_rows, start=2):
-        row, row_problems = read_row(number, cells, record.header, record.mapping)
-        if row.fields.get("email") and not row_problems:
-            try:
-                validate_email(row.fields["email"])
-            except ValidationError:
-                row_problems.append(RowProblem(number, _column(record, "email"), "is not a valid email address"))
-        problems.extend(row_problems)
-        rows.append(row)
-    problems.extend(duplicate_problems(rows, {"email": _column(record, "email")}))
-    problems.extend(_tag_limit_problems(record, rows, refused={p.row for p in problems}))
-    problems.sort(key=lambda p: p.row)
-    return rows, problems
+def _row_chunks(record: ContactImport) -> Iterator[list[tuple[ImportedRow, list[RowProblem]]]]:
+    """The file's rows under the header, read and checked one by one, ROW_CHUNK at a time (UnreadableFile
+    when a limit lowered since the upload refuses one)."""
+    rows = read_rows(
+        bytes(record.content), record.filename, import_limits(), encoding=record.options.get("encoding", "")
+    )
+    next(rows, None)  # the header
+    chunk: list[tuple[ImportedRow, list[RowProblem]]] = []
+    for number, cells in rows:
+        chunk.append(_checked_row(record, number, cells))
+        if len(chunk) == ROW_CHUNK:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
-def _tag_limit_problems(record: ContactImport, rows: list[ImportedRow], refused: set[int]) -> list[RowProblem]:
+def check_file(record: ContactImport) -> FileCheck:
+    """Every row read and checked, a chunk at a time; no write. A file the reader refuses (a limit lowered
+    since its upload) is one problem, on the row it names."""
+    check = FileCheck()
+    duplicates = DuplicateEmails(_column(record, "email"))
+    try:
+        for chunk in _row_chunks(record):
+            problems: list[RowProblem] = []
+            for row, row_problems in chunk:
+                problems.extend(row_problems)
+                duplicate = duplicates.seen(row)
+                if duplicate is not None:
+                    problems.append(duplicate)
+            rows = [row for row, _ in chunk]
+            known = _known(record.account_id, rows)
+            problems.extend(_tag_limit_problems(record, rows, known, refused={p.row for p in problems}))
+            check.problems.extend(sorted(problems, key=lambda p: p.row))
+            existing = sum(1 for row in rows if row.fields.get("email") in known)
+            check.existing += existing
+            check.new += len(rows) - existing
+    except UnreadableFile as error:
+        return FileCheck([RowProblem(error.row, "", str(error))])
+    return check
+
+
+def _checked_row(record: ContactImport, number: int, cells: list[str]) -> tuple[ImportedRow, list[RowProblem]]:
+    row, problems = read_row(number, cells, record.header, record.mapping)
+    if row.fields.get("email") and not problems:
+        try:
+            validate_email(row.fields["email"])
+        except ValidationError:
+            problems.append(RowProblem(number, _column(record, "email"), "is not a valid email address"))
+    return row, problems
+
+
+def _tag_limit_problems(
+    record: ContactImport, rows: list[ImportedRow], known: Mapping[str, tuple[int, list[str]]], refused: set[int]
+) -> list[RowProblem]:
     """Rows that would take their contact past MAX_TAGS: a new one by its own tags and the tag for everyone,
     one already here by the tags it has too (unless existing contacts are left as they are)."""
     everyone = record.options.get("tag") or ""
     skip_existing = record.options.get("existing") == "skip"
-    known = _known(record.account_id, rows)
     column = _column(record, TAGS)
     problems = []
     for row in rows:
-        email = row.fields.get("email")
+        email = row.fields.get("email", "")
         if row.number in refused or (skip_existing and email in known):
             continue
         has = known[email][1] if email in known else []
@@ -269,63 +308,69 @@ def _known(account_id: int, rows: list[ImportedRow]) -> dict[str, tuple[int, lis
     return known
 
 
-def _split_existing(account_id: int, rows: list[ImportedRow]) -> tuple[list[ImportedRow], dict[int, int]]:
-    """The rows of new contacts, and {row index: contact id} for emails already in the account."""
-    known = _known(account_id, rows)
-    existing = {i: known[row.fields["email"]][0] for i, row in enumerate(rows) if row.fields.get("email") in known}
-    new = [row for i, row in enumerate(rows) if i not in existing]
-    return new, existing
-
-
-def _write(record: ContactImport, rows: list[ImportedRow]) -> None:
-    """Every contact, in the caller's transaction; the same events as one-by-one writes."""
+def _write(record: ContactImport) -> None:
+    """Every contact, in the caller's transaction, a chunk of rows at a time; the same events as one-by-one
+    writes. The rows were checked (check_file) in this job: none has a problem."""
     account_id = record.account_id
     everyone_tag = record.options.get("tag") or ""
-    new, existing = _split_existing(account_id, rows)
+    skip_existing = record.options.get("existing") == "skip"
     ids: list[int] = []
-    updated = skipped = 0
-    for index, contact_id in existing.items():
-        if record.options.get("existing") == "skip":
-            skipped += 1
-            continue
-        row = rows[index]
-        changes: dict[str, Any] = {k: v for k, v in row.fields.items() if v and k != "email"}
-        if row.custom_fields:
-            changes["custom_fields"] = row.custom_fields
-        if changes:
-            contact_update(contact_id=contact_id, fields=changes)
-        for tag in [*row.tags, *([everyone_tag] if everyone_tag else [])]:
-            contact_add_tag(contact_id=contact_id, tag=tag)
-        ids.append(contact_id)
-        updated += 1
-    for start in range(0, len(new), CREATE_CHUNK):
-        chunk = new[start : start + CREATE_CHUNK]
-        contacts = [
-            Contact(
-                account_id=account_id,
-                email=row.fields.get("email", ""),
-                phone=row.fields.get("phone", ""),
-                first_name=row.fields.get("first_name", ""),
-                last_name=row.fields.get("last_name", ""),
-                custom_fields=row.custom_fields,
-                tags=list(dict.fromkeys([*row.tags, *([everyone_tag] if everyone_tag else [])])),
-            )
-            for row in chunk
-        ]
-        Contact.objects.bulk_create(contacts)
-        if any(c.pk is None for c in contacts):  # a backend that does not return ids (none we support)
-            raise RuntimeError("bulk_create returned no ids")
-        for contact in contacts:
-            events.publish(events.ContactEvent(account_id, contact.pk, events.CONTACT_CREATED, {}))
-            for tag in contact.tags:
-                events.publish(events.ContactEvent(account_id, contact.pk, events.TAG_ADDED, {"tag": tag}))
-            ids.append(contact.pk)
+    created = updated = skipped = 0
+    for chunk in _row_chunks(record):
+        rows = [row for row, _ in chunk]
+        known = _known(account_id, rows)
+        new: list[ImportedRow] = []
+        for row in rows:
+            email = row.fields.get("email")
+            if email not in known:
+                new.append(row)
+            elif skip_existing:
+                skipped += 1
+            else:
+                ids.append(_update(known[email][0], row, everyone_tag))
+                updated += 1
+        ids += _create(account_id, new, everyone_tag)
+        created += len(new)
     record.status = ContactImport.Status.IMPORTED
-    record.created_count, record.updated_count, record.skipped_count = len(new), updated, skipped
+    record.created_count, record.updated_count, record.skipped_count = created, updated, skipped
     record.contact_ids = ids
     record.problems, record.problem_count = [], 0
     record.content = b""  # the contacts are in; the file's personal data need not stay twice
     record.save()
+
+
+def _update(contact_id: int, row: ImportedRow, everyone_tag: str) -> int:
+    changes: dict[str, Any] = {k: v for k, v in row.fields.items() if v and k != "email"}
+    if row.custom_fields:
+        changes["custom_fields"] = row.custom_fields
+    if changes:
+        contact_update(contact_id=contact_id, fields=changes)
+    for tag in [*row.tags, *([everyone_tag] if everyone_tag else [])]:
+        contact_add_tag(contact_id=contact_id, tag=tag)
+    return contact_id
+
+
+def _create(account_id: int, rows: list[ImportedRow], everyone_tag: str) -> list[int]:
+    contacts = [
+        Contact(
+            account_id=account_id,
+            email=row.fields.get("email", ""),
+            phone=row.fields.get("phone", ""),
+            first_name=row.fields.get("first_name", ""),
+            last_name=row.fields.get("last_name", ""),
+            custom_fields=row.custom_fields,
+            tags=list(dict.fromkeys([*row.tags, *([everyone_tag] if everyone_tag else [])])),
+        )
+        for row in rows
+    ]
+    Contact.objects.bulk_create(contacts)
+    if any(c.pk is None for c in contacts):  # a backend that does not return ids (none we support)
+        raise RuntimeError("bulk_create returned no ids")
+    for contact in contacts:
+        events.publish(events.ContactEvent(account_id, contact.pk, events.CONTACT_CREATED, {}))
+        for tag in contact.tags:
+            events.publish(events.ContactEvent(account_id, contact.pk, events.TAG_ADDED, {"tag": tag}))
+    return [contact.pk for contact in contacts]
 
 
 def import_options_label(options: Mapping[str, Any]) -> str:

@@ -18,7 +18,6 @@ FIELDS = ("email", "phone", "first_name", "last_name")
 TAGS = "tags"
 IGNORE = ""
 CUSTOM_PREFIX = "custom:"
-MAX_ROWS = 250_000
 MAX_ERRORS_KEPT = 200
 _CUSTOM_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
@@ -67,7 +66,7 @@ def mapping_problems(mapping: Sequence[str]) -> list[str]:
     return problems
 
 
-@dataclass
+@dataclass(slots=True)
 class ImportedRow:
     number: int  # as a spreadsheet numbers it: the header is row 1
     fields: dict[str, str] = field(default_factory=dict)
@@ -126,20 +125,26 @@ def read_row(
     return row, problems
 
 
-def duplicate_problems(rows: Sequence[ImportedRow], header_of: Mapping[str, str]) -> list[RowProblem]:
-    """The same email address twice in one file: which row should win is the marketer's call, not ours."""
-    first: dict[str, int] = {}
-    problems = []
-    for row in rows:
+class DuplicateEmails:
+    """The same email address twice in one file: which row should win is the marketer's call, not ours.
+    Rows are shown in order; only each email's first row is kept."""
+
+    def __init__(self, column: str = "email") -> None:
+        self.column = column
+        self._first: dict[str, int] = {}
+
+    def seen(self, row: ImportedRow) -> RowProblem | None:
         email = row.fields.get("email")
         if not email:
-            continue
-        if email in first:
-            column = header_of.get("email", "email")
-            problems.append(RowProblem(row.number, column, f"{email} is also on row {first[email]}"))
-        else:
-            first[email] = row.number
-    return problems
+            return None
+        first = self._first.setdefault(email, row.number)
+        return None if first == row.number else RowProblem(row.number, self.column, f"{email} is also on row {first}")
+
+
+def duplicate_problems(rows: Sequence[ImportedRow], header_of: Mapping[str, str]) -> list[RowProblem]:
+    """Every row whose email an earlier row has."""
+    duplicates = DuplicateEmails(header_of.get("email", "email"))
+    return [problem for row in rows if (problem := duplicates.seen(row)) is not None]
 
 
 def tag_limit_problem(
