@@ -232,7 +232,7 @@ def refresh_gauges(*, interval: float, worker_id: str, using: str | None = None)
                     values = [(labels_key(**labels), float(value)) for labels, value in gauge.compute(counts)]
                     if time.monotonic() - started > COUNT_TIMEOUT_SECONDS:
                         raise CountTooSlow(f"took {time.monotonic() - started:.1f} s")
-                    store.publish_gauge(gauge.name, values, using=using)
+                    store.publish_gauge(gauge.name, values, using=using, at=counts.now)
             except Exception as exc:
                 log.warning("metric %s not refreshed (kept its last numbers): %s", gauge.name, format_error(exc))
     return True
@@ -301,7 +301,7 @@ def due_summary(
 
 
 def dead_letter_count(*, using: str | None = None, account_ids: frozenset[int] | None = None) -> int:
-    """Dead and failed jobs still stored."""
+    """Dead letters still stored: dead, failed and cancelled jobs (`DEAD_LETTERS`)."""
     using = using or queue_database()
     return _jobs(using, account_ids).filter(status__in=sorted(DEAD_LETTERS)).count()
 
@@ -362,7 +362,7 @@ register_gauge(
 )
 register_gauge(
     "relay_jobs_dead_lettered",
-    "Dead and failed jobs still stored.",
+    "Dead letters still stored: dead, failed and cancelled jobs.",
     compute=lambda counts: [({}, dead_letter_count(using=counts.using))],
 )
 register_gauge(

@@ -12,7 +12,6 @@ from uuid import UUID
 from django.db import IntegrityError
 from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Q, QuerySet
 from django.db.models.functions import Now
-from django.utils import timezone
 
 from jobs.application.metrics import dead_letter_count, due_summary, running_jobs_by_account
 from jobs.application.outbox import drop_from_outboxes
@@ -23,6 +22,7 @@ from jobs.domain.states import (
     DEAD_LETTERS,
     EXPIRED,
     EXPIRED_ERROR_PREFIX,
+    GAVE_UP,
     MANUALLY_RETRYABLE,
     PERMANENT,
     JobStatus,
@@ -30,6 +30,7 @@ from jobs.domain.states import (
     check_manual_retry,
     failure_rate,
 )
+from jobs.infrastructure.clock import database_now
 from jobs.infrastructure.database import in_queue_transaction, queue_atomic, with_account
 from jobs.infrastructure.models import Job
 from jobs.infrastructure.store import get_store
@@ -79,7 +80,7 @@ def job_retry(*, job_id: UUID | str, account_id: int | None = None) -> Job:
     check_manual_retry(job.status)
     job.status = JobStatus.PENDING
     job.attempt_number = 0
-    job.run_at = timezone.now()
+    job.run_at = database_now()  # due now by the clock the claim compares it with
     job.lease_expires_at = None
     job.expires_at = None
     try:
@@ -177,27 +178,26 @@ def job_list(
 
 
 def job_purge(*, retention_days: float | None, dead_letter_retention_days: float | None, chunk: int = 5000) -> int:
-    """Delete finished jobs past their retention, counted from when they finished.
+    """Delete finished jobs past their retention, counted from when they finished, on the queue's clock.
 
-    Completed jobs go `retention_days` after they completed, cancelled ones after they were cancelled;
-    dead letters (dead, failed) `dead_letter_retention_days` after they gave up, and never when that is
-    unset, 0 or less (0 means "off", not "delete at once"). The id narrows the scan to a range of the
-    primary key: a job cannot finish before it was enqueued, and its id (uuid7) holds that moment
-    (`uuid7_floor`); a host whose clock ran ahead made ids that look younger, so their jobs go late (by
-    that skew), never early. Each chunk starts where the last one ended (oldest first, by id): re-reading
-    from the start would walk every row deleted so far, which only VACUUM removes from the index, and make
-    a purge of millions of rows quadratic. Each chunk is its own short transaction, so the claim never
-    waits for a purge.
+    Completed jobs go `retention_days` after they completed. Dead letters (dead, failed and cancelled: every
+    job that ended without its work done) go `dead_letter_retention_days` after they ended
+    (`dead_letter_ended_before`), and never when that is unset, 0 or less (0 means "off", not "delete at
+    once"). The id narrows the scan to a range of the primary key: a job cannot finish before it was
+    enqueued, and its id (uuid7) holds that moment (`uuid7_floor`); a host whose clock ran ahead made ids
+    that look younger, so their jobs go late (by that skew), never early. Each chunk starts where the last
+    one ended (oldest first, by id): re-reading from the start would walk every row deleted so far, which
+    only VACUUM removes from the index, and make a purge of millions of rows quadratic. Each chunk is its
+    own short transaction, so the claim never waits for a purge.
     """
-    now = timezone.now()
+    now = database_now()  # the clock that stamped completed_at, failed_at and cancelled_at
     rules: list[tuple[datetime, Q]] = []
     if retention_days is not None:
         cutoff = now - timedelta(days=retention_days)
         rules.append((cutoff, Q(status=JobStatus.COMPLETED, completed_at__lt=cutoff)))
-        rules.append((cutoff, Q(status=JobStatus.CANCELLED, cancelled_at__lt=cutoff)))
     if dead_letter_retention_days is not None and dead_letter_retention_days > 0:
         cutoff = now - timedelta(days=dead_letter_retention_days)
-        rules.append((cutoff, Q(status__in=sorted(DEAD_LETTERS), failed_at__lt=cutoff)))
+        rules.append((cutoff, dead_letter_ended_before(cutoff)))
     deleted = 0
     for cutoff, finished_before in rules:
         after = None
@@ -211,6 +211,23 @@ def job_purge(*, retention_days: float | None, dead_letter_retention_days: float
             deleted += Job.objects.filter(finished_before, pk__in=ids).delete()[0]
             after = ids[-1]
     return deleted
+
+
+def dead_letter_ended_before(cutoff: datetime) -> Q:
+    """Dead letters that ended before `cutoff`: a dead or failed job when it gave up (`failed_at`), a cancelled
+    one when it was cancelled (`cancelled_at`, else its last failure). One with no such time (written by hand,
+    or by an older release) is aged by the later of when it was queued and when it was due: it cannot have
+    ended before either, so it is never purged early, and it is purged at last instead of kept forever."""
+    cancelled, gave_up = Q(status=JobStatus.CANCELLED), Q(status__in=sorted(GAVE_UP))
+    return (
+        (gave_up & Q(failed_at__lt=cutoff))
+        | (cancelled & Q(cancelled_at__lt=cutoff))
+        | (cancelled & Q(cancelled_at__isnull=True, failed_at__lt=cutoff))
+        | (
+            Q(status__in=sorted(DEAD_LETTERS), failed_at__isnull=True, cancelled_at__isnull=True)
+            & Q(created_at__lt=cutoff, run_at__lt=cutoff)
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -241,7 +258,7 @@ class QueueOverview:
 
 def queue_overview(*, account_ids: frozenset[int] | None, since: datetime) -> QueueOverview:
     """`account_ids` None: every account's jobs and the system's; else only those accounts' jobs."""
-    now = timezone.now()
+    now = database_now()  # the times it compares were stamped by the queue's clock
     jobs = Job.objects.all()
     if account_ids is not None:
         jobs = jobs.filter(account_id__in=account_ids)
@@ -252,8 +269,7 @@ def queue_overview(*, account_ids: frozenset[int] | None, since: datetime) -> Qu
     due, oldest_due_age = due_summary(now=now, account_ids=account_ids)
     finished = (
         jobs.filter(
-            Q(status=JobStatus.COMPLETED, completed_at__gte=since)
-            | Q(status__in=sorted(DEAD_LETTERS), failed_at__gte=since)
+            Q(status=JobStatus.COMPLETED, completed_at__gte=since) | Q(status__in=sorted(GAVE_UP), failed_at__gte=since)
         )
         .order_by()
         .aggregate(

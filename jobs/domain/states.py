@@ -47,9 +47,14 @@ TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
 
 CANCELLABLE = frozenset({JobStatus.PENDING, JobStatus.RETRYING})
 MANUALLY_RETRYABLE = frozenset({JobStatus.DEAD, JobStatus.FAILED, JobStatus.RETRYING})
-# Dead letters: jobs the queue gave up on (a permanent error, or attempts spent), kept for an operator to look
-# at or retry, unless JOB_DEAD_LETTER_RETENTION_DAYS is set.
-DEAD_LETTERS = frozenset({JobStatus.DEAD, JobStatus.FAILED})
+# Jobs that ended without succeeding because a failure made them (a permanent error, attempts spent, a deadline
+# passed): what the failure rate counts.
+GAVE_UP = frozenset({JobStatus.DEAD, JobStatus.FAILED})
+# Dead letters: jobs that ended without their work being done (given up on, or cancelled by an operator), kept
+# for an operator to look at (and the given-up ones to retry) unless JOB_DEAD_LETTER_RETENTION_DAYS is set; the
+# dead-letter gauge counts them all. A cancelled job is one too: nothing ran it, and its payload may be the only
+# record of what was wanted (seed 003).
+DEAD_LETTERS = GAVE_UP | {JobStatus.CANCELLED}
 
 
 def failure_rate(*, completed: int, failed: int, dead: int = 0) -> float | None:

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
 from django.db import connections, transaction
-from django.utils import timezone
 
+from jobs.infrastructure.clock import now_of
 from jobs.infrastructure.database import queue_database
 from jobs.infrastructure.models import MetricCounter, MetricGauge, MetricRefresh
 
@@ -49,10 +49,13 @@ def counters(using: str | None = None) -> list[tuple[str, str, float]]:
     return list(MetricCounter.objects.using(using).order_by("name", "labels").values_list("name", "labels", "value"))
 
 
-def publish_gauge(name: str, values: Iterable[tuple[str, float]], using: str | None = None) -> None:
-    """Replace the gauge `name`'s series with `values` ((labels, value) pairs)."""
+def publish_gauge(
+    name: str, values: Iterable[tuple[str, float]], using: str | None = None, *, at: datetime | None = None
+) -> None:
+    """Replace the gauge `name`'s series with `values` ((labels, value) pairs), counted `at` (the database's
+    now of the counting pass; read here if not given)."""
     using = using or queue_database()
-    now = timezone.now()
+    now = at or now_of(connections[using])
     with transaction.atomic(using=using):
         MetricGauge.objects.using(using).filter(name=name).delete()
         MetricGauge.objects.using(using).bulk_create(
@@ -92,7 +95,7 @@ def take_refresh(interval: float, worker_id: str, using: str | None = None) -> b
                 return False
             cursor.execute(take, [float(interval), worker_id[:120]])
             return cursor.rowcount == 1
-    now = timezone.now()
+    now = now_of(connection)  # SQLite: one host, its clock is the database's (the same seam)
     MetricRefresh.objects.using(using).get_or_create(id=1, defaults={"next_at": now})
     return bool(
         MetricRefresh.objects.using(using)

@@ -110,3 +110,38 @@ def test_a_retry_is_due_its_delay_after_the_databases_failure_time(store, fast_h
     assert _near(stored.failed_at, now)
     assert stored.run_at - stored.failed_at == dt.timedelta(seconds=30)
     assert _near(stored.started_at, now - dt.timedelta(seconds=0.5))
+
+
+@pytest.fixture
+def fast_web_host(monkeypatch):
+    """Django's `timezone.now` (what an operator's request or a worker reads from its host) two minutes fast; the
+    database's clock right (on SQLite, the seam `clock.host_now` standing for it)."""
+    from django.utils import timezone
+
+    real = timezone.now
+    monkeypatch.setattr(clock, "host_now", lambda: real())
+    monkeypatch.setattr(timezone, "now", lambda: real() + dt.timedelta(seconds=SKEW))
+
+
+def test_an_operators_retry_is_due_now_by_the_databases_clock(store, fast_web_host):
+    from jobs.application.operations import job_retry
+
+    job = enqueue("noop", {})
+    store.claim("w", None, 1, LEASE)
+    store.fail("w", job.pk, 1, status="dead", error="E: x", delay=None, started=clock.host_time())
+    job_retry(job_id=job.pk)
+    assert _near(Job.objects.get(pk=job.pk).run_at, database_now())
+    assert [c.id for c in store.claim("w", None, 1, LEASE)] == [job.pk]  # not two minutes from now
+
+
+def test_the_gauges_are_stamped_with_the_databases_now(fast_web_host):
+    from jobs.application import metrics
+    from jobs.infrastructure import metrics as stored
+
+    metrics._last_try = None
+    assert metrics.refresh_gauges(interval=30, worker_id="w")
+    computed = {at for _name, _labels, _value, at in stored.gauges()}
+    assert computed
+    assert all(_near(at, database_now()) for at in computed)
+    last = stored.last_refresh()
+    assert _near(last, database_now())

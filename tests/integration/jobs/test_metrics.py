@@ -116,6 +116,9 @@ def test_the_gauges_show_a_due_backlog_and_are_counted_once_per_interval():
     enqueue("noop", {}, run_at=now + dt.timedelta(hours=1))  # not due yet
     dead = enqueue("noop", {})
     Job.objects.filter(pk=dead.pk).update(status="dead")
+    failed, cancelled = enqueue("noop", {}), enqueue("noop", {})
+    Job.objects.filter(pk=failed.pk).update(status="failed")
+    Job.objects.filter(pk=cancelled.pk).update(status="cancelled", cancelled_at=now)  # a dead letter too (seed 003)
 
     assert refresh(interval=30, worker_id="w1") is True
     assert refresh(interval=30, worker_id="w2") is False  # within the interval: nobody again
@@ -123,7 +126,7 @@ def test_the_gauges_show_a_due_backlog_and_are_counted_once_per_interval():
     found = samples()
     assert found[("relay_jobs_due", ())] == 4
     assert 90 <= found[("relay_jobs_oldest_due_age_seconds", ())] < 120
-    assert found[("relay_jobs_dead_lettered", ())] == 1
+    assert found[("relay_jobs_dead_lettered", ())] == 3
 
     Job.objects.filter(status="pending").update(status="completed")
     assert samples()[("relay_jobs_due", ())] == 4  # a scrape counts nothing

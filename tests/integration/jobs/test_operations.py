@@ -144,10 +144,41 @@ def test_purge_counts_retention_from_when_a_job_finished_and_keeps_dead_letters_
     cancelled = _job(JobStatus.CANCELLED, created_at=old, run_at=old, cancelled_at=old)
     dead = _job(JobStatus.DEAD, created_at=old, failed_at=old)
     waiting = _job(JobStatus.PENDING, created_at=old, run_at=old)
-    assert job_purge(retention_days=7, dead_letter_retention_days=None) == 2
-    assert set(Job.objects.values_list("pk", flat=True)) == {scheduled_long_ago.pk, dead.pk, waiting.pk}
-    assert job_purge(retention_days=7, dead_letter_retention_days=7) == 1
+    assert job_purge(retention_days=7, dead_letter_retention_days=None) == 1
+    assert set(Job.objects.values_list("pk", flat=True)) == {scheduled_long_ago.pk, cancelled.pk, dead.pk, waiting.pk}
+    assert job_purge(retention_days=7, dead_letter_retention_days=7) == 2
     assert not Job.objects.filter(pk__in=[done.pk, cancelled.pk, dead.pk]).exists()
+
+
+@pytest.mark.django_db
+def test_a_cancelled_job_is_a_dead_letter_kept_until_dead_letter_retention_sweeps_it():
+    """Seed 003: a 100-day-old cancelled job was deleted by JOB_RETENTION_DAYS while dead-letter retention was
+    off. Cancelled jobs are dead letters: kept by default, swept with the others, from when they were cancelled."""
+    long_ago = timezone.now() - dt.timedelta(days=100)
+    cancelled = _job(JobStatus.CANCELLED, created_at=long_ago, run_at=long_ago, cancelled_at=long_ago)
+    cancelled_lately = _job(
+        JobStatus.CANCELLED, created_at=long_ago, run_at=long_ago, cancelled_at=timezone.now() - dt.timedelta(days=2)
+    )
+    assert job_purge(retention_days=7, dead_letter_retention_days=None) == 0
+    assert job_purge(retention_days=7, dead_letter_retention_days=0) == 0  # 0: off
+    assert Job.objects.filter(pk__in=[cancelled.pk, cancelled_lately.pk]).count() == 2
+    assert job_purge(retention_days=None, dead_letter_retention_days=30) == 1
+    assert list(Job.objects.values_list("pk", flat=True)) == [cancelled_lately.pk]  # aged from its cancel
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("status", [JobStatus.DEAD, JobStatus.FAILED, JobStatus.CANCELLED])
+def test_a_dead_letter_without_a_failure_time_is_aged_by_the_later_of_its_queued_and_due_times(status):
+    """Seed 003: a dead letter with no failed_at (nor cancelled_at) was never purged."""
+    long_ago, lately = timezone.now() - dt.timedelta(days=100), timezone.now() - dt.timedelta(days=10)
+    aged = _job(status, created_at=long_ago, run_at=long_ago, failed_at=None, cancelled_at=None)
+    due_lately = _job(status, created_at=long_ago, run_at=lately, failed_at=None, cancelled_at=None)
+    queued_lately = _job(status, created_at=lately, run_at=long_ago, failed_at=None, cancelled_at=None)
+    assert job_purge(retention_days=7, dead_letter_retention_days=None) == 0
+    assert job_purge(retention_days=7, dead_letter_retention_days=30) == 1
+    assert not Job.objects.filter(pk=aged.pk).exists()
+    assert Job.objects.filter(pk__in=[due_lately.pk, queued_lately.pk]).count() == 2
+    assert job_purge(retention_days=7, dead_letter_retention_days=5) == 2
 
 
 @pytest.mark.django_db

@@ -34,9 +34,11 @@ def test_a_long_overdue_job_cancelled_now_is_aged_from_its_cancel_not_its_due_ti
     assert cancel_pending_jobs(ids=[also_overdue.pk]) == 1
     assert Job.objects.get(pk=also_overdue.pk).cancelled_at is not None
 
-    assert job_purge(retention_days=7, dead_letter_retention_days=None) == 0  # cancelled a moment ago
+    # Cancelled jobs are dead letters (seed 003): swept by the dead-letter retention, from their cancel.
+    assert job_purge(retention_days=7, dead_letter_retention_days=7) == 0  # cancelled a moment ago
     Job.objects.filter(pk=overdue.pk).update(cancelled_at=timezone.now() - dt.timedelta(days=8))
-    assert job_purge(retention_days=7, dead_letter_retention_days=None) == 1
+    assert job_purge(retention_days=7, dead_letter_retention_days=None) == 0  # dead-letter retention off: kept
+    assert job_purge(retention_days=7, dead_letter_retention_days=7) == 1
     assert list(Job.objects.values_list("pk", flat=True)) == [also_overdue.pk]
 
 
@@ -46,8 +48,9 @@ def test_dead_letter_retention_unset_zero_or_less_keeps_every_dead_letter(days):
     long_ago = timezone.now() - dt.timedelta(days=400)
     dead = _job(JobStatus.DEAD, created_at=long_ago, failed_at=long_ago)
     failed = _job(JobStatus.FAILED, created_at=long_ago, failed_at=long_ago)
+    cancelled = _job(JobStatus.CANCELLED, created_at=long_ago, run_at=long_ago, cancelled_at=long_ago)
     assert job_purge(retention_days=7, dead_letter_retention_days=days) == 0
-    assert Job.objects.filter(pk__in=[dead.pk, failed.pk]).count() == 2
+    assert Job.objects.filter(pk__in=[dead.pk, failed.pk, cancelled.pk]).count() == 3
 
 
 @pytest.mark.django_db

@@ -7,6 +7,8 @@ import pytest
 
 from jobs.domain.states import (
     DEAD_LETTERS,
+    FINISHED_STATES,
+    GAVE_UP,
     MANUALLY_RETRYABLE,
     TRANSITIONS,
     IllegalJobTransition,
@@ -86,9 +88,11 @@ def test_the_failure_rate_counts_failed_and_dead_against_everything_that_finishe
     assert failure_rate(completed=completed, failed=failed, dead=dead) == rate
 
 
-def test_dead_letters_are_the_jobs_the_queue_gave_up_on():
-    assert {JobStatus.DEAD, JobStatus.FAILED} == DEAD_LETTERS
-    assert DEAD_LETTERS <= MANUALLY_RETRYABLE  # an operator may always retry a dead letter
+def test_dead_letters_are_the_jobs_that_ended_without_their_work_done():
+    assert {JobStatus.DEAD, JobStatus.FAILED} == GAVE_UP
+    assert GAVE_UP <= MANUALLY_RETRYABLE  # an operator may always retry what the queue gave up on
+    assert {JobStatus.DEAD, JobStatus.FAILED, JobStatus.CANCELLED} == DEAD_LETTERS  # seed 003
+    assert DEAD_LETTERS <= FINISHED_STATES
 
 
 def test_the_pushed_deadline_rule():
