@@ -115,7 +115,8 @@ def check_email_payload(payload: dict[str, Any]) -> dict[str, str]:
 def send_email(payload: dict[str, Any], job: JobContext) -> dict[str, Any]:
     """One email through EMAIL_URL. When the recipient is a contact of the account (named by `contact`, or
     found by the address), consent is law (the sending rules' `consent`): an unsubscribed contact gets nothing
-    and the job completes as skipped; a contact's email carries its unsubscribe link and headers."""
+    and the job completes as skipped, its result (Job.result) saying so and why; a contact's email carries its
+    unsubscribe link and headers."""
     account_id = _account(payload, job)
     to = require(payload, "to", str)
     contact = _recipient(account_id, payload.get("contact"), to)
@@ -131,7 +132,10 @@ def send_email(payload: dict[str, Any], job: JobContext) -> dict[str, Any]:
         )
         if isinstance(verdict, Refuse):
             log.info("send_email job %s skipped: contact %s: %s", job.id, contact.pk, verdict.reason)
-            return {"skipped": verdict.code, "contact": contact.pk}
+            # Kept with the job (Job.result): it completed, and this says nothing was sent, and why.
+            skipped = {"skipped": verdict.code, "contact": contact.pk, "reason": verdict.reason}
+            job.keep_result(skipped)
+            return skipped
     result = email_channel().send_email(
         EmailMessage(
             to=to,

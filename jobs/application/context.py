@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from kernel.failures import LeaseLost
@@ -64,6 +64,15 @@ class JobContext:
         # Only once the completion is committed; if the transaction rolls back, the worker acknowledges.
         self._store.connection.on_commit(self._completed)
         return [holders[row.id] for row in rows]
+
+    def keep_result(self, result: dict[str, Any]) -> None:
+        """Store what this attempt decided with the job (`Job.result`, on its admin page), at once: a handler
+        that completes without doing its work says so there, and why (`{"skipped": "unsubscribed", ...}`).
+        Written only while this worker holds the job."""
+        from jobs.infrastructure.database import queue_database
+        from jobs.infrastructure.models import Job
+
+        Job.objects.using(queue_database()).filter(pk=self.id, worker_id=self.worker_id).update(result=result)
 
     def _completed(self) -> None:
         self.completed_in_transaction = True

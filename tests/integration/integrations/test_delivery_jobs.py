@@ -152,6 +152,14 @@ def test_consent_is_law_an_unsubscribed_contact_gets_no_email(smtp_settings, smt
     run_worker()
     assert stored(by_address).status == stored(by_id).status == JobStatus.COMPLETED
     assert smtp_server.messages == []
+    # The job says it was skipped, and why (README: "the job completes as skipped").
+    for job in (by_address, by_id):
+        result = stored(job).result
+        assert (result["skipped"], result["contact"]) == ("unsubscribed", contact.pk), result
+        assert "unsubscribed" in result["reason"], result
+    sent = enqueue("send_email", {"to": "stranger@example.com", "subject": "S", "text": "T", "account": account.pk})
+    run_worker()
+    assert stored(sent).result is None  # a sent email keeps nothing: nothing to explain
 
 
 def test_an_email_payload_is_checked_at_enqueue(account):
