@@ -3,7 +3,7 @@ from django.contrib import admin, messages
 from accounts.admin_scoping import AccountScopedAdmin
 from accounts.application.tokens import api_token_revoke
 from accounts.domain.roles import Permission
-from accounts.infrastructure.models import Account, ApiToken, Membership
+from accounts.infrastructure.models import Account, ApiToken, AuditEvent, Membership
 
 
 class MembershipInline(admin.TabularInline):
@@ -75,3 +75,26 @@ class ApiTokenAdmin(AccountScopedAdmin):  # operator tokens (no account) are the
         for token_id in ids:
             api_token_revoke(token_id=token_id)
         self.message_user(request, f"{len(ids)} token(s) revoked.", messages.SUCCESS)
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(AccountScopedAdmin):
+    """The audit log, read-only: each export of contacts (who, when, how many, which format). Seen by the
+    superusers and, for their accounts, by staff with `accounts.view_auditevent` whose role manages the account."""
+
+    list_display = ("created_at", "account", "actor_name", "action", "detail")
+    list_filter = ("action", ("account", admin.RelatedOnlyFieldListFilter))
+    search_fields = ("actor_name", "action")
+    list_select_related = ("account",)
+    fields = ("created_at", "account", "actor", "actor_name", "action", "detail")
+    readonly_fields = fields
+    account_roles = {"view": Permission.MANAGE_ACCOUNT}
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

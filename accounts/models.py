@@ -1,5 +1,5 @@
 """Django finds an app's models here; they live in the infrastructure layer."""
 
-from accounts.infrastructure.models import Account, ApiToken, Membership
+from accounts.infrastructure.models import Account, ApiToken, AuditEvent, Membership
 
-__all__ = ["Account", "ApiToken", "Membership"]
+__all__ = ["Account", "ApiToken", "AuditEvent", "Membership"]

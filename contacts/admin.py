@@ -3,20 +3,22 @@ same events as the API's (and starts the same workflows)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, cast
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, HttpResponseRedirect, StreamingHttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
-from accounts.admin_scoping import AccountScopedAdmin, allowed_account_ids, check_account
+from accounts.admin_scoping import AccountScopedAdmin, allowed_account_ids, check_account, scope
 from accounts.domain.roles import Permission
 from contacts import admin_imports
 from contacts.admin_widgets import TagListField, TagListWidget
+from contacts.application.exports import contacts_export
 from contacts.application.selectors import account_tags, with_tag
 from contacts.application.services import (
     EDITABLE_FIELDS,
@@ -26,9 +28,8 @@ from contacts.application.services import (
     contact_remove_tag,
     contact_update,
 )
-from contacts.domain.exports import EXPORT_COLUMNS, Cell, export_row
+from contacts.domain.exports import ExportFormat
 from contacts.domain.model import ContactError, check_reachable, normalize_phone, normalize_tag, normalize_tags
-from contacts.infrastructure.exports import CSV_CONTENT_TYPE, XLSX_CONTENT_TYPE, csv_lines, xlsx_bytes
 from contacts.infrastructure.models import ConsentChange, Contact
 
 # Other apps add panels to a contact's page (the workflow engine: the contact's runs) without contacts
@@ -139,8 +140,12 @@ class ContactAdmin(AccountScopedAdmin):  # a staff user sees their accounts' con
     readonly_fields = ("unsubscribed", "sms_opted_out", "created_at", "updated_at")
     inlines = [ConsentChangeInline]
     form = ContactForm
-    # Bulk tagging is a change ("change"); export reads ("view", every role).
-    account_roles = dict.fromkeys(("add", "change", "delete"), Permission.MANAGE_CONTACTS)
+    # Bulk tagging is a change ("change"). An export hands over every contact's data: a role that may export
+    # (owner, admin, marketer; not a viewer), and Django's contacts.export_contact (not view-only staff).
+    account_roles = {
+        **dict.fromkeys(("add", "change", "delete"), Permission.MANAGE_CONTACTS),
+        "export": Permission.EXPORT_CONTACTS,
+    }
     actions = ["add_tag", "remove_tag", "export_csv"]
     change_list_template = "admin/contacts/contact/change_list.html"
 
@@ -237,10 +242,27 @@ class ContactAdmin(AccountScopedAdmin):  # a staff user sees their accounts' con
         }
         return TemplateResponse(request, "admin/contacts/contact/tag_action.html", context)
 
-    # --- export ---------------------------------------------------------------------------------
-    @admin.action(description="Export the selected contacts (CSV)", permissions=["view"])
+    # --- export: audited, for the roles that may export ------------------------------------------------
+    def has_export_permission(self, request: HttpRequest, obj: Contact | None = None) -> bool:
+        return request.user.has_perm("contacts.export_contact") and self.role_allows(request, "export", obj)
+
+    @admin.action(description="Export the selected contacts (CSV)", permissions=["export"])
     def export_csv(self, request: HttpRequest, queryset: Any) -> HttpResponseBase:
-        return _csv_response(queryset)
+        return self._export(request, queryset, ExportFormat.CSV, via="selection")
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> Any:
+        extra = {"has_export_permission": self.has_export_permission(request)}
+        return super().changelist_view(request, {**(extra_context or {}), **extra})
+
+    def _export(self, request: HttpRequest, queryset: Any, export_format: ExportFormat, via: str) -> HttpResponseBase:
+        export = contacts_export(contacts=queryset, export_format=export_format, actor_id=request.user.pk, via=via)
+        response: HttpResponseBase
+        if isinstance(export.content, bytes):
+            response = HttpResponse(export.content, content_type=export.content_type)
+        else:
+            response = StreamingHttpResponse(export.content, content_type=export.content_type)
+        response["Content-Disposition"] = f'attachment; filename="{export.filename}"'
+        return response
 
     def get_urls(self):
         return [
@@ -261,30 +283,18 @@ class ContactAdmin(AccountScopedAdmin):  # a staff user sees their accounts' con
         ]
 
     def export_view(self, request: HttpRequest) -> HttpResponseBase:
-        """The list as filtered and searched on the page, every page of it (?format=xlsx for Excel)."""
+        """The list as filtered and searched on the page, every page of it (?format=xlsx for Excel), of the
+        accounts where the user's role may export."""
         if not self.has_view_permission(request):
             return HttpResponseRedirect(reverse("admin:index"))
-        wants_xlsx = request.GET.get("format") == "xlsx"
+        if not self.has_export_permission(request):
+            raise PermissionDenied("Your role does not export contacts.")
+        export_format = ExportFormat.XLSX if request.GET.get("format") == "xlsx" else ExportFormat.CSV
         if "format" in request.GET:  # not a filter of the list: the changelist would refuse it
             query = request.GET.copy()
             del query["format"]
             request.GET = query  # type: ignore[assignment]  # the changelist reads its filters from request.GET
-        queryset = self.get_changelist_instance(request).get_queryset(request)
-        return _xlsx_response(queryset) if wants_xlsx else _csv_response(queryset)
-
-
-def _rows(queryset: Any) -> Iterator[list[Cell]]:
-    for contact in queryset.order_by("pk").values(*EXPORT_COLUMNS).iterator(chunk_size=2000):
-        yield export_row(contact)
-
-
-def _xlsx_response(queryset: Any) -> HttpResponse:
-    response = HttpResponse(xlsx_bytes(EXPORT_COLUMNS, _rows(queryset)), content_type=XLSX_CONTENT_TYPE)
-    response["Content-Disposition"] = 'attachment; filename="contacts.xlsx"'
-    return response
-
-
-def _csv_response(queryset: Any) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(csv_lines(EXPORT_COLUMNS, _rows(queryset)), content_type=CSV_CONTENT_TYPE)
-    response["Content-Disposition"] = 'attachment; filename="contacts.csv"'
-    return response
+        listed = self.get_changelist_instance(request).get_queryset(request)
+        return self._export(
+            request, scope(listed, request, permission=Permission.EXPORT_CONTACTS), export_format, "list"
+        )

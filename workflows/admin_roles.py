@@ -19,7 +19,7 @@ VIEW = [
     "workflows.view_executionlog",
 ]
 ADMIN_ROLE_PERMISSIONS: dict[str, list[str]] = {
-    # Sees and changes nothing.
+    # Sees, changes and exports nothing.
     "viewer": VIEW,
     # Builds and publishes workflows, starts and steers runs, manages contacts (tags, import, export).
     "marketer": [
@@ -34,6 +34,7 @@ ADMIN_ROLE_PERMISSIONS: dict[str, list[str]] = {
         "contacts.add_contact",
         "contacts.change_contact",
         "contacts.delete_contact",
+        "contacts.export_contact",  # audited (accounts.application.audit)
     ],
     # The operators' pages: the dashboard and the queue (staff, and the jobs permission).
     "operator": [*VIEW, "jobs.view_job", "jobs.change_job"],

@@ -18,6 +18,9 @@ class Role(StrEnum):
 class Permission(StrEnum):
     VIEW = "view"  # read contacts, workflows, runs
     MANAGE_CONTACTS = "manage_contacts"
+    # Download the account's contacts as a file: every contact's data at once, leaving Relay (and its roles)
+    # behind. Not a viewer's: an export is a data leak path, so it is audited (accounts.application.audit).
+    EXPORT_CONTACTS = "export_contacts"
     MANAGE_WORKFLOWS = "manage_workflows"
     RUN_WORKFLOWS = "run_workflows"  # start, pause, resume, cancel, retry runs; send events
     VIEW_JOBS = "view_jobs"  # the account's own jobs on the queue
@@ -33,6 +36,7 @@ ROLE_PERMISSIONS: dict[Role, frozenset[Permission]] = {
         {
             Permission.VIEW,
             Permission.MANAGE_CONTACTS,
+            Permission.EXPORT_CONTACTS,
             Permission.MANAGE_WORKFLOWS,
             Permission.RUN_WORKFLOWS,
         }

@@ -7,6 +7,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, validate_email
 from django.db import models
+from django.db.models.functions import Now
 
 from accounts.domain.roles import Role
 from jobs.domain.limits import DEFAULT_ACCOUNT_JOB_LIMIT
@@ -126,3 +127,26 @@ class ApiToken(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+class AuditEvent(models.Model):
+    """Something done in an account that its owners (and regulators) must be able to look back on: who, when,
+    what, and its figures. Written once by `accounts.application.audit`, never changed; the admin shows it
+    read-only. Deleting the account deletes its events; deleting the user keeps them, with `actor_name`."""
+
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="audit_events")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events"
+    )
+    actor_name = models.CharField(max_length=150, blank=True, default="")  # the username when it happened
+    action = models.CharField(max_length=64)  # accounts.domain.audit.AuditAction, e.g. "contacts.exported"
+    detail = models.JSONField(default=dict, blank=True)  # e.g. {"rows": 1200, "format": "csv"}
+    created_at = models.DateTimeField(db_default=Now(), editable=False)  # the database's clock
+
+    class Meta:
+        app_label = "accounts"
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["account", "-created_at"], name="auditevent_account_time")]
+
+    def __str__(self) -> str:
+        return f"{self.action} by {self.actor_name or 'someone'} in account {self.account_id}"

@@ -26,6 +26,8 @@ class Contact(models.Model):
     class Meta:
         app_label = "contacts"
         ordering = ["-created_at", "-id"]
+        # Downloading a list of contacts: more than seeing them (view-only staff may not), see contacts.admin.
+        permissions = [("export_contact", "Can export contacts")]
         constraints = [
             # One contact per email address within an account, as CRMs dedupe.
             models.UniqueConstraint(fields=["account", "email"], condition=~Q(email=""), name="contact_unique_email"),
