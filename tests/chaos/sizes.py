@@ -19,9 +19,9 @@ _SIZES: dict[str, tuple[float, float]] = {
     "WORKERS": (3, 3),  # runworker processes (concurrency 2 each) in the kill scenarios
     "CONNECTION_JOBS": (400, 2_000),  # jobs in flight when connections are cut or the server restarts
     "FROZEN_JOBS": (6, 8),  # jobs held by the worker frozen with SIGSTOP (two connections each, per worker)
-    "SNAPSHOT_SECONDS": (20, 180),  # the steady load under an open REPEATABLE READ transaction (its middle 3/5)
+    "SNAPSHOT_SECONDS": (12, 180),  # the steady load under an open REPEATABLE READ transaction (its middle 3/5)
     "SNAPSHOT_RATE": (40, 80),  # jobs per second of that load
-    "BURST_JOBS": (3_000, 50_000),  # one account's burst
+    "BURST_JOBS": (2_000, 50_000),  # one account's burst
     "TRICKLE_JOBS": (30, 200),  # the other accounts' trickle beside it
     "SKEW_JOBS": (200, 1_000),  # jobs drained by a worker two minutes fast beside one on time
     "EMAIL_SENDS": (200, 2_000),  # send_email jobs to the test's SMTP server while workers are killed

@@ -77,10 +77,13 @@ def test_a_worker_two_minutes_fast_keeps_leases_due_times_and_ticks_on_the_datab
     report = Report("worker host clock two minutes off")
     n = plan.count("SKEW_JOBS")
     workers = fleet()
-    (skewed,) = workers.start(1, LD_PRELOAD=libfaketime, FAKETIME=f"+{SKEW:.0f}s", FAKETIME_DONT_FAKE_MONOTONIC="1")
-    workers.start(1)  # and one on time: both claim, rescue and fire ticks
+    (skewed,) = workers.start(
+        1, wait=False, LD_PRELOAD=libfaketime, FAKETIME=f"+{SKEW:.0f}s", FAKETIME_DONT_FAKE_MONOTONIC="1"
+    )
+    workers.start(1, wait=False)  # and one on time: both claim, rescue and fire ticks
+    workers.wait_started()
     cron = "* * * * *"
-    first_tick = database_now().replace(microsecond=0) + dt.timedelta(seconds=5)
+    first_tick = database_now().replace(microsecond=0) + dt.timedelta(seconds=3)
     Schedule.objects.create(
         name="chaos-every-minute",
         cron=cron,
