@@ -36,26 +36,29 @@ INSTALL = """
         retry_delay float8,
         lease_expires_at timestamptz,
         created_at timestamptz,
+        started_at timestamptz,
         completed_at timestamptz,
         error text
     );
     CREATE OR REPLACE FUNCTION chaos_record_jobs_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
         INSERT INTO chaos_job_history (job_id, old_status, status, old_attempt, attempt, worker_id, app, run_at,
-                                       failed_at, retry_delay, lease_expires_at, created_at, completed_at, error)
+                                       failed_at, retry_delay, lease_expires_at, created_at, started_at,
+                                       completed_at, error)
         SELECT n.id, NULL, n.status, NULL, n.attempt_number, n.worker_id, current_setting('application_name'),
-               n.run_at, n.failed_at, n.retry_delay_seconds, n.lease_expires_at, n.created_at, n.completed_at,
-               left(n.error_message, 80)
+               n.run_at, n.failed_at, n.retry_delay_seconds, n.lease_expires_at, n.created_at, n.started_at,
+               n.completed_at, left(n.error_message, 80)
         FROM inserted n;
         RETURN NULL;
     END $$;
     CREATE OR REPLACE FUNCTION chaos_record_jobs_changed() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
         INSERT INTO chaos_job_history (job_id, old_status, status, old_attempt, attempt, worker_id, app, run_at,
-                                       failed_at, retry_delay, lease_expires_at, created_at, completed_at, error)
+                                       failed_at, retry_delay, lease_expires_at, created_at, started_at,
+                                       completed_at, error)
         SELECT n.id, o.status, n.status, o.attempt_number, n.attempt_number, n.worker_id,
                current_setting('application_name'), n.run_at, n.failed_at, n.retry_delay_seconds,
-               n.lease_expires_at, n.created_at, n.completed_at, left(n.error_message, 80)
+               n.lease_expires_at, n.created_at, n.started_at, n.completed_at, left(n.error_message, 80)
         FROM changed n JOIN before o ON o.id = n.id
         WHERE o.status IS DISTINCT FROM n.status OR o.attempt_number IS DISTINCT FROM n.attempt_number
            OR o.run_at IS DISTINCT FROM n.run_at OR o.lease_expires_at IS DISTINCT FROM n.lease_expires_at;
@@ -108,6 +111,7 @@ class Change:
     created_at: float | None = None
     completed_at: float | None = None
     error: str = ""
+    started_at: float | None = None
 
     @property
     def kind(self) -> str:
@@ -136,7 +140,8 @@ def read(url: str, job_ids: Sequence[object]) -> dict[str, list[Change]]:
             SELECT job_id, extract(epoch FROM at)::float8, old_status, status, old_attempt, attempt, worker_id, app,
                    extract(epoch FROM run_at)::float8, extract(epoch FROM failed_at)::float8, retry_delay,
                    extract(epoch FROM lease_expires_at)::float8, extract(epoch FROM created_at)::float8,
-                   extract(epoch FROM completed_at)::float8, coalesce(error, '')
+                   extract(epoch FROM completed_at)::float8, coalesce(error, ''),
+                   extract(epoch FROM started_at)::float8
             FROM chaos_job_history WHERE job_id = ANY(%s::uuid[]) ORDER BY id
             """,
             [[str(i) for i in job_ids]],

@@ -47,6 +47,7 @@ class Story:
         self.lease_end: float | None = None
         self.created = created
         self.completed_at: float | None = None
+        self.started_at: float | None = None
         self.changes: list[Change] = [
             Change(job, created, None, "pending", None, 0, "", "client", run_at=created, created_at=created)
         ]
@@ -74,15 +75,18 @@ class Story:
                 created_at=self.created,
                 completed_at=self.completed_at,
                 error=error,
+                started_at=self.started_at,
             )
         )
         return self
 
     def claim(self, at: float, worker: str = "w1", app: str = "p1", lease: float = LEASE) -> Story:
         self.app = app
+        self.started_at = at
         return self._change(at, "running", attempt=self.attempt + 1, worker=worker, lease_end=at + lease)
 
     def start(self, at: float, attempt: int | None = None, worker: str | None = None) -> Story:
+        self.started_at = at  # what the attempt's end writes: when its handler began, on the database's clock
         self.records.append(
             {
                 "event": "start",
@@ -118,8 +122,9 @@ class Story:
         error = f"LeaseExpired: worker {self.worker} stopped before finishing attempt {self.attempt}"
         return self._change(at, "pending", app=app, error=error, failed_at=at, lease_end=None)
 
-    def complete(self, at: float, app: str | None = None) -> Story:
-        return self._change(at, "completed", app=app, completed_at=at, lease_end=None)
+    def complete(self, at: float, app: str | None = None, stamped: float | None = None) -> Story:
+        """`stamped`: the completed_at written (the handler's end, a moment before the write)."""
+        return self._change(at, "completed", app=app, completed_at=stamped or at - 0.01, lease_end=None)
 
     def run(self, at: float, worker: str = "w1", app: str = "p1", took: float = 0.1) -> Story:
         """A whole attempt that succeeds: claimed, run, returned, acknowledged."""
@@ -286,6 +291,17 @@ def test_i5_flags_a_lease_a_retry_and_a_failure_on_a_host_clock_two_minutes_off(
     assert len(report.violations) == 3
 
 
+def test_i5_flags_completion_stamps_from_a_host_clock_two_minutes_off():
+    fast = Story("fast").claim(1000.0).start(1000.01).end(1000.1).complete(1000.2, stamped=1120.1)
+    slow = Story("slow").claim(1000.0).start(1000.01).end(1000.1)
+    slow.started_at = 880.01  # an attempt's start stamped by a host two minutes behind
+    slow.complete(1000.2)
+    report = check(fast, slow)
+    assert broken(report) == {"I5"}
+    assert "started_at/completed_at lie outside their attempt" in report.violations[0]
+    assert len(report.violations[0].split("(e.g.")[1].split("), (")) == 2
+
+
 def test_i5_flags_a_claim_before_the_job_was_due():
     story = Story("early").claim(1000.0).start(1000.01).end(1000.1, "failed").fail(1000.12, delay=30)
     story.run(1001.0)
@@ -415,7 +431,9 @@ def _run_real_queue_through_a_retry_and_a_hand_back(url: str) -> tuple[list, Rep
     store = get_store()
     (job_id,) = enqueue_many([JobSpec("test.record", {"path": "/dev/null"})])
     (claimed,) = store.claim("chaos-w1", None, 1, LEASE)
-    assert store.fail("chaos-w1", job_id, 1, status="retrying", error="ServerFailure: x", delay=0.2, started=0)
+    assert store.fail(
+        "chaos-w1", job_id, 1, status="retrying", error="ServerFailure: x", delay=0.2, started=time.time()
+    )
     time.sleep(0.5)
     (claimed,) = store.claim("chaos-w1", None, 1, LEASE)
     assert store.release("chaos-w1", [job_id]) == [job_id]  # handed back unstarted: run_at rewritten
