@@ -56,7 +56,7 @@ from workflows.application.stats import workflow_run_counts, workflow_step_count
 from workflows.application.workflows import WorkflowService
 from workflows.domain.errors import IllegalExecutionTransition, WorkflowDomainError, WorkflowValidationError
 from workflows.domain.execution import OPERATOR_MOVES, run_path
-from workflows.domain.redaction import shown_json, shown_step, shown_steps
+from workflows.domain.redaction import shown_context, shown_json, shown_step, shown_steps
 from workflows.domain.version_diff import diff_versions
 from workflows.domain.workflow import WorkflowStatus
 from workflows.infrastructure.models import (
@@ -795,11 +795,16 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
         "started_at",
         "completed_at",
         "updated_at",
-        "context",
+        "run_context",
         "next_job_id",
     )
     readonly_fields = _detail_fields
     fieldsets = (("Details", {"fields": _detail_fields, "classes": ("collapse",)}),)
+
+    @admin.display(description="context")
+    def run_context(self, execution: WorkflowExecution) -> str:
+        """The run's context without its steps' raw outputs (they may hold what a receiver answered, unredacted)."""
+        return format_html("<pre>{}</pre>", json.dumps(shown_context(execution.context), indent=2, default=str))
 
     @admin.display(description="path")
     def path_taken(self, execution: WorkflowExecution) -> str:

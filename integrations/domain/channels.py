@@ -78,11 +78,19 @@ class WebhookRequest:
     body: Any = None  # JSON-serializable
     message_id: str | None = None  # `webhook-id`: stable across retries of one step of one run
     account_id: int | None = None  # whose signing secret signs it
+    # Names of query parameters, headers and body keys whose values are secrets too, beyond the names that
+    # always are (integrations.domain.redaction.is_credential_name): cut from what is shown of the answer.
+    secret_names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class WebhookResponse:
-    """What a receiver answered, safe to keep: returned on 2xx, attached to the error otherwise."""
+    """What a receiver answered: returned on 2xx, attached to the error otherwise.
+
+    `body` is the copy to show and log (bounded, redacted); `text` is the answer as it came (decoded, at most
+    WEBHOOK_MAX_RESPONSE_BYTES), for what later steps read and nothing else: it is never logged, never shown,
+    and not in `as_response_data()` or the repr.
+    """
 
     status_code: int
     duration_ms: float
@@ -91,6 +99,8 @@ class WebhookResponse:
     body_truncated: bool = False  # the body was longer than what is kept
     body_bytes: int = 0  # bytes read (at most WEBHOOK_MAX_RESPONSE_BYTES)
     message_id: str | None = None  # the `webhook-id` that was sent
+    text: str = field(default="", repr=False)  # the answer as the receiver sent it (never shown)
+    text_truncated: bool = False  # the answer was longer than WEBHOOK_MAX_RESPONSE_BYTES
 
     def as_response_data(self) -> dict[str, Any]:
         """What the step's response data keeps of an answer: status, bounded redacted body, timing."""

@@ -506,10 +506,16 @@ class RequestsWebhookClient:
 
         duration_ms = (time.monotonic() - started) * 1000
         secrets = [
-            *request_secrets(outgoing.url, request.headers if isinstance(request.headers, dict) else {}),
+            *request_secrets(
+                outgoing.url,
+                request.headers if isinstance(request.headers, dict) else {},
+                body=request.body,
+                marked=request.secret_names,
+            ),
             *(v for k, v in outgoing.headers.items() if k.lower() == "webhook-signature"),
         ]
         text = raw.decode(_codec(answer.encoding), errors="replace") if raw else ""
+        # What is shown is the redacted copy; the answer itself (`text`) is handed back for later steps only.
         kept, cut = excerpt(redact(text, secrets=secrets), config.kept_body_chars)
         headers = {
             name: redact_urls(answer.headers[name]) if name == "location" else answer.headers[name]
@@ -524,6 +530,8 @@ class RequestsWebhookClient:
             body_truncated=truncated or cut,
             body_bytes=len(raw),
             message_id=message_id,
+            text=text,
+            text_truncated=truncated,
         )
         if is_success(answer.status_code):
             return response

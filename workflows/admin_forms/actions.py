@@ -143,7 +143,7 @@ class WebhookForm(StepConfigForm):
     label = "Call a webhook"
     group = "Integrations"
     description = "Send the contact's data to another system over HTTP, signed by Relay."
-    keys = {"method": "method", "url": "url", "headers": "headers", "body": "body"}
+    keys = {"method": "method", "url": "url", "headers": "headers", "body": "body", "secrets": "secrets"}
     retries = True
 
     method = forms.ChoiceField(label="Method", choices=[(m, m) for m in WEBHOOK_METHODS], initial="POST")
@@ -175,7 +175,15 @@ class WebhookForm(StepConfigForm):
         help_text="Leave empty to send Relay's standard body (the run, the step, the contact and the trigger data). "
         "Every text in it may hold variables.",
     )
-    field_order = ["method", "url", "headers", "body", "max_attempts", "base_delay"]
+    secrets = forms.CharField(
+        label="Also secret",
+        required=False,
+        widget=forms.TextInput(attrs={"placeholder": "e.g. X-Tenant, customer_ref", "spellcheck": "false"}),
+        help_text="Names of query parameters, headers or body fields whose values are secret, comma-separated. "
+        "Authorization, API keys, tokens, passwords and signatures always are. Secret values are cut from the "
+        "answer shown in the run's history; branches still read the answer as it came.",
+    )
+    field_order = ["method", "url", "headers", "body", "secrets", "max_attempts", "base_delay"]
 
     @classmethod
     def initial_from(cls, config: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -186,12 +194,16 @@ class WebhookForm(StepConfigForm):
         headers = own.get("headers") or {}
         if not isinstance(headers, Mapping) or not all(isinstance(v, str) for v in headers.values()):
             return None
+        secrets = own.get("secrets") or []
+        if not isinstance(secrets, list) or not all(isinstance(name, str) for name in secrets):
+            return None
         body = own.get("body")
         return {
             "method": own.get("method", "POST"),
             "url": own.get("url", ""),
             "headers": [(str(k), v) for k, v in headers.items()],
             "body": json.dumps(body, indent=2, ensure_ascii=False) if body is not None else "",
+            "secrets": ", ".join(secrets),
             **retry,
         }
 
@@ -211,6 +223,9 @@ class WebhookForm(StepConfigForm):
             config["headers"] = dict(data["headers"])
         if data.get("body") is not None:
             config["body"] = data["body"]
+        names = [name.strip() for name in (data.get("secrets") or "").split(",") if name.strip()]
+        if names:
+            config["secrets"] = names
         return {**config, **self.retry_config()}
 
 

@@ -31,6 +31,7 @@ from contacts.domain.model import ConsentState, ContactError, normalize_tag
 from integrations.application import channels
 from integrations.domain import sending as sending_rules
 from integrations.domain.channels import EmailMessage, WebhookRequest
+from integrations.domain.redaction import REDACTED
 from integrations.domain.sending import Outbound, Purpose, Refuse, combine
 from integrations.domain.tracking import EmailTracking
 from kernel.failures import ValidationFailure
@@ -55,10 +56,13 @@ from workflows.domain.actions import (
     parse_datetime,
     split_bucket,
 )
-from workflows.domain.conditions import Facts, all_hold
+from workflows.domain.conditions import Condition, ConditionOp, Facts, all_hold
+from workflows.domain.execution import StepOutcome
+from workflows.domain.redaction import answer_step
 from workflows.domain.templates import TemplateError, TemplateRenderer, contact_view, render_tree, template_context
 from workflows.domain.waits import resolve as resolve_wait
 from workflows.domain.workflow import Step
+from workflows.infrastructure.models import ExecutionLog
 from workflows.infrastructure.store import RunStore
 from workflows.infrastructure.waits import WaitStore
 
@@ -160,7 +164,10 @@ class StepRun:
 
 @dataclass(frozen=True)
 class ActionResult:
-    data: dict[str, Any]
+    data: dict[str, Any]  # the step's response data: what its log row shows (redacted, bounded)
+    # What later steps read of it (`steps.<key>`), when that is not `data`: a webhook's answer as it came, where
+    # `data` holds the redacted copy. Kept in the run's context, never shown (workflows.domain.logs).
+    output: dict[str, Any] | None = None
     skipped: str | None = None  # why the step was not carried out (consent, no address); the run goes on
     wait_until: datetime | None = None  # a wait step: when the run moves on
     event_wait_until: datetime | None = None  # a wait_for_event step began waiting: its timeout
@@ -286,13 +293,20 @@ class Webhook:
                 body=body,
                 message_id=run.webhook_message_id,
                 account_id=run.account_id,
+                secret_names=config.secrets,
             )
         )
+        # Two copies: the log row shows the redacted one; conditions and templates read the answer as it came.
         data = response.as_response_data()
         if response.body and not response.body_truncated:
-            with contextlib.suppress(ValueError):  # later steps read `{{ steps.N.json.field }}`
+            with contextlib.suppress(ValueError):
                 data["json"] = json.loads(response.body)
-        return ActionResult(data)
+        output = {**data, "body": response.text}
+        output.pop("json", None)
+        if response.text and not response.text_truncated:
+            with contextlib.suppress(ValueError):  # `steps.<key>.body.plan`, `{{ steps.N.json.plan }}`
+                output["json"] = json.loads(response.text)
+        return ActionResult(data, output=output)
 
     @staticmethod
     def envelope(run: StepRun) -> dict[str, Any]:
@@ -402,6 +416,7 @@ class BranchStep:
                 break
         target = taken.next if taken else config.default
         name = taken.name if taken else None
+        values = shown_values(run.execution_id, values)
         decision = {"kind": "branch", "branch": name, "default": taken is None, "values": values, "next": target}
         return ActionResult(
             {"branch": name, "default": taken is None, "next": target},
@@ -409,6 +424,30 @@ class BranchStep:
             decision=decision,
             end_reason=ENDED_BY_STEP if target == END else "",
         )
+
+
+def shown_values(execution_id: UUID, values: dict[str, Any]) -> dict[str, Any]:
+    """The values a decision logs, as the run's history may show them: a value read from a step's answer
+    (`steps.<key>.body...`, which conditions read as the receiver sent it) is logged as that step's log row
+    shows it, so a decision never shows what the row hides (`[redacted]` where the row has no such value)."""
+    answer_fields = [f for f in values if answer_step(f) is not None]
+    if not answer_fields:
+        return values
+    keys = {answer_step(f) for f in answer_fields}
+    shown_rows = (
+        ExecutionLog.objects.filter(execution_id=execution_id, step_key__in=keys, outcome=StepOutcome.SUCCEEDED)
+        .order_by("id")
+        .values_list("step_key", "response_data")
+    )
+    shown = Facts(contact={}, steps=dict(shown_rows))  # a step visited twice: its latest row, as conditions read
+    return {
+        field: _as_shown(Condition(field, ConditionOp.EXISTS).lookup(shown), value) if field in answer_fields else value
+        for field, value in values.items()
+    }
+
+
+def _as_shown(shown: Any, value: Any) -> Any:
+    return shown if shown is not None or value is None else REDACTED
 
 
 class SplitStep:

@@ -135,6 +135,9 @@ class WebhookConfig:
     method: str = "POST"
     headers: tuple[tuple[str, str], ...] = ()  # values may hold templates
     body: Any = None  # JSON; every string in it is a template. None: Relay's standard envelope
+    # Names of query parameters, headers and body keys whose values are secret besides those that always are
+    # (Authorization, token, api_key ...): cut from what the step's log shows of the answer.
+    secrets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -285,7 +288,29 @@ def _webhook(r: Reader) -> WebhookConfig:
     body = r.json_value("body", max_bytes=WEBHOOK_BODY_MAX_BYTES)
     if body is not None:
         r.check_templates_in(r.at("body"), body)
-    return WebhookConfig(url=url or "", method=method or "POST", headers=headers, body=body)
+    secrets = _secret_names(r)
+    return WebhookConfig(url=url or "", method=method or "POST", headers=headers, body=body, secrets=secrets)
+
+
+MAX_SECRET_NAMES = 50
+
+
+def _secret_names(r: Reader) -> tuple[str, ...]:
+    """`secrets`: the names (query parameters, headers, body keys) whose values this step marks secret."""
+    raw = r.get("secrets")
+    if raw is None:
+        return ()
+    path = r.at("secrets")
+    if not isinstance(raw, list) or len(raw) > MAX_SECRET_NAMES:
+        r.error(path, f"must be a list of at most {MAX_SECRET_NAMES} names (query parameters, headers, body keys)")
+        return ()
+    names: list[str] = []
+    for index, name in enumerate(raw):
+        if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
+            r.error(f"{path}[{index}]", "must be a name of 1 to 100 letters, digits and - _ . (no spaces)")
+        elif name not in names:
+            names.append(name)
+    return tuple(names)
 
 
 def webhook_headers(r: Reader) -> tuple[tuple[str, str], ...]:
@@ -678,7 +703,7 @@ _KEYS: dict[ActionType, tuple[str, ...]] = {
     ActionType.SEND_EMAIL: ("subject", "text", "html"),
     ActionType.SEND_SMS: ("body",),
     ActionType.SEND_VOICE: ("message", "recording_url"),
-    ActionType.WEBHOOK: ("method", "url", "headers", "body"),
+    ActionType.WEBHOOK: ("method", "url", "headers", "body", "secrets"),
     ActionType.WAIT: ("duration", "until"),
     ActionType.UPDATE_CONTACT: ("fields", "custom_fields"),
     ActionType.ADD_TAG: ("tag",),

@@ -95,6 +95,32 @@ def shown_json(value: Any) -> Any:
     return value
 
 
+def shown_context(context: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A run's context as its history may show it: everything but its steps' outputs, which hold answers as the
+    receivers sent them (what conditions read); each step's result is shown, redacted, with its attempt."""
+    shown = {key: value for key, value in (context or {}).items() if key != "steps"}
+    outputs = (context or {}).get("steps")
+    if isinstance(outputs, list):
+        shown["steps"] = f"{len(outputs)} step results, shown redacted with each attempt"
+    return shown
+
+
+ANSWER_PARTS = frozenset({"body", "json", "headers"})  # what of a step's result is a receiver's answer
+
+
+def answer_step(field: str) -> str | None:
+    """The step key whose answer a condition field reads (`steps.call_api.body.plan` -> `call_api`), else None.
+
+    Conditions read a step's answer as the receiver sent it; where a field's value is shown (a decision's
+    values), it must be shown as that step's log row shows the answer (docs/decisions/secrets-and-step-output.md).
+    """
+    root, _, rest = field.partition(".")
+    key, _, inner = rest.partition(".")
+    if root != "steps" or not key:
+        return None
+    return key if inner.split(".", 1)[0] in ANSWER_PARTS else None
+
+
 def restore_hidden(steps: Any, stored: list[Mapping[str, Any]]) -> tuple[Any, list[FieldError]]:
     """`steps` from a client with every hidden value sent back unchanged replaced by the stored one.
 

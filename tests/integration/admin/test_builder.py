@@ -128,6 +128,22 @@ def test_the_change_page_shows_each_step_in_its_form_and_round_trips(marketer, a
     assert [s.config for s in workflow.steps.order_by("position")] == before
 
 
+def test_a_webhook_step_marks_names_secret_and_the_page_gives_them_back(marketer, account):
+    fields = {"method": "POST", "url": "https://hooks.example.com/relay", "body": "", "secrets": "X-Tenant, ref"}
+    response = marketer.post(reverse("admin:workflows_workflow_add"), page_data(account, [("webhook", fields)]))
+    assert response.status_code == 302, response.content.decode()[:2000]
+    workflow = Workflow.objects.get()
+    assert workflow.steps.get().config["secrets"] == ["X-Tenant", "ref"]
+    page = marketer.get(reverse("admin:workflows_workflow_change", args=[workflow.pk]))
+    form = page.context["inline_admin_formsets"][0].formset.forms[0]
+    assert not form.in_json_mode
+    assert form.config_forms["webhook"].initial["secrets"] == "X-Tenant, ref"
+    bad = {**fields, "secrets": "X Tenant"}
+    response = marketer.post(reverse("admin:workflows_workflow_add"), page_data(account, [("webhook", bad)]))
+    errors = response.context["inline_admin_formsets"][0].formset.forms[0].config_forms["webhook"].errors
+    assert "no spaces" in errors["secrets"][0]
+
+
 def test_errors_of_every_step_show_at_once_next_to_their_fields(marketer, account):
     steps = [
         ("send_email", {"subject": "Hi {{ contact.frist_name }}", "text": ""}),

@@ -81,7 +81,7 @@ def test_errors_land_on_the_step_and_field_they_name(admin_client, account):
     formset = response.context["inline_admin_formsets"][0].formset
     assert formset.forms[1].errors["config_json"] == [
         "url: must be an http:// or https:// URL",
-        "methd: is not a known setting; expected one of: base_delay, body, headers, max_attempts, method, url",
+        "methd: is not a known setting; expected one of: base_delay, body, headers, max_attempts, method, secrets, url",
     ]
     assert "trigger_event" in response.context["adminform"].form.errors
     assert not Workflow.objects.exists()

@@ -308,3 +308,14 @@ def test_trigger_errors(trigger, path, reason):
     errors = info.value.as_dict()
     assert path in errors, errors
     assert reason in errors[path][0]
+
+
+def test_a_webhook_step_may_mark_names_secret():
+    step = one("webhook", url="https://hooks.example.com/x", secrets=["X-Tenant", "customer_ref", "X-Tenant"])
+    assert step.config == WebhookConfig(url="https://hooks.example.com/x", secrets=("X-Tenant", "customer_ref"))
+    errors = errors_of(
+        [{"action_type": "webhook", "config": {"url": "https://hooks.example.com/x", "secrets": ["ok", "a b", 7]}}]
+    )
+    assert set(errors) == {"steps[0].config.secrets[1]", "steps[0].config.secrets[2]"}
+    errors = errors_of([{"action_type": "webhook", "config": {"url": "https://hooks.example.com/x", "secrets": "ref"}}])
+    assert list(errors) == ["steps[0].config.secrets"]

@@ -54,7 +54,7 @@ from workflows.application.runs.waiting import wait_timed_out, waiting_step
 from workflows.domain.enrollment import ChainOrigin
 from workflows.domain.errors import OutcomeNotStored
 from workflows.domain.execution import ENDED, Execution, ExecutionStatus, NextMove, StepGate, StepOutcome
-from workflows.domain.logs import bounded_response
+from workflows.domain.logs import bounded_output, bounded_response
 from workflows.domain.retry import RetryService
 from workflows.domain.workflow import Step
 from workflows.infrastructure.models import WorkflowVersion
@@ -307,14 +307,15 @@ def settle(
     if attempt.error is None:
         result = attempt.result
         assert result is not None  # an attempt without an error has its result
-        data = bounded_response(result.data)
+        data = bounded_response(result.data)  # the log row's: shown
+        output = data if result.output is None else bounded_output(result.output)  # what later steps read
         to = step.goto if result.next_key is None else step.goto_key(result.next_key)
         if result.event_wait_until is not None:
             move = run.begin_event_wait(now, result.event_wait_until)
         elif result.wait_until is not None:
-            move = run.begin_wait(now, result.wait_until, data, to)
+            move = run.begin_wait(now, result.wait_until, output, to)
         else:
-            move = run.step_succeeded(now, data, to, reason=result.end_reason)
+            move = run.step_succeeded(now, output, to, reason=result.end_reason)
         chosen = bounded_response(result.decision)
         outcome = StepOutcome.SKIPPED if result.skipped else StepOutcome.SUCCEEDED
     else:
