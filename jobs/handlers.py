@@ -7,7 +7,8 @@ from django.conf import settings
 
 from jobs.application.context import JobContext
 from jobs.application.operations import job_purge
-from jobs.application.registry import job_handler
+from jobs.application.registry import job_handler, payload_check
+from jobs.application.schedules import SCHEDULED_TASK, run_scheduled_task, scheduled_task_problems
 
 log = logging.getLogger("relay.jobs")
 
@@ -31,3 +32,16 @@ def purge(payload: dict[str, Any], job: JobContext) -> None:
         dead_letter_retention_days=settings.JOB_DEAD_LETTER_RETENTION_DAYS,
     )
     log.info("purged %d finished jobs", deleted)
+
+
+@job_handler(SCHEDULED_TASK)
+def scheduled_task(payload: dict[str, Any], job: JobContext) -> None:
+    """A schedule's tick that runs any registered job: `{"handler": "send_email", "payload": {...}}` (and
+    optionally `queue`, `priority`, `account`, `max_attempts`, `expires_in`) queues that job with exactly that
+    payload, once per tick. Schedule it from the admin (Schedules) or JOB_SCHEDULES."""
+    run_scheduled_task(payload, job)
+
+
+@payload_check(SCHEDULED_TASK)
+def check_scheduled_task(payload: dict[str, Any]) -> dict[str, str]:
+    return scheduled_task_problems(payload)

@@ -22,8 +22,9 @@ from django.db import transaction
 from django.db.models import F
 from django.db.models.functions import Now
 
-from jobs.application.queue import enqueue
-from jobs.application.registry import is_registered
+from jobs.application.context import JobContext
+from jobs.application.queue import JobSpec, enqueue
+from jobs.application.registry import get_payload_check, is_registered
 from jobs.domain.schedule import (
     InvalidCron,
     InvalidTimeZone,
@@ -49,8 +50,16 @@ def builtin_schedule(name: str, *, cron: str, handler: str, payload: dict[str, A
     BUILTIN_SCHEDULES[name] = {"cron": cron, "handler": handler, "payload": payload or {}}
 
 
+SCHEDULED_TASK = "scheduled_task"
+# What a tick adds to its job's payload (`_fire`): a handler that checks its payload must accept these.
+TICK_KEYS = {"scheduled_for": "2000-01-01T00:00:00+00:00", "missed_ticks": 1}
+_TASK_FIELDS = ("handler", "payload", "queue", "priority", "account", "max_attempts", "expires_in")
+
+
 def schedule_problems(*, cron: str, handler: str, payload: Any, timezone: str = "UTC") -> dict[str, str]:
-    """What is wrong with a schedule, by field; empty when it can fire."""
+    """What is wrong with a schedule, by field; empty when it can fire. The payload is checked as the tick will
+    queue it (with `scheduled_for`), by the handler's own payload check, so a job that every tick would fail
+    to queue is refused now."""
     problems = {}
     try:
         validate_cron(cron)
@@ -64,7 +73,72 @@ def schedule_problems(*, cron: str, handler: str, payload: Any, timezone: str = 
         problems["handler"] = f"no job handler named {handler!r} is registered"
     if not isinstance(payload, dict):
         problems["payload"] = "must be a JSON object"
+    elif "handler" not in problems and (check := get_payload_check(handler)) is not None:
+        found = check({**payload, **TICK_KEYS})
+        refused_tick = [key for key in TICK_KEYS if key in found]
+        if refused_tick:
+            problems["payload"] = (
+                f"{' and '.join(refused_tick)}: {handler} refuses what each tick adds to its job's payload "
+                f"({', '.join(TICK_KEYS)}); schedule it through {SCHEDULED_TASK}, payload "
+                f'{{"handler": "{handler}", "payload": {{...}}}}, to give it exactly its own payload'
+            )
+        elif found:
+            key, reason = sorted(found.items())[0]
+            problems["payload"] = f"{key}: {reason}"
     return problems
+
+
+def scheduled_task_problems(payload: dict[str, Any]) -> dict[str, str]:
+    """The payload check of `scheduled_task`: the job it names can be queued with what it says."""
+    problems: dict[str, str] = {}
+    for key in payload:
+        if key not in (*_TASK_FIELDS, *TICK_KEYS):
+            problems[key] = f"is not a field of {SCHEDULED_TASK} (fields: {', '.join(_TASK_FIELDS)})"
+    handler = payload.get("handler")
+    task_payload = payload.get("payload", {})
+    if not isinstance(handler, str) or not is_registered(handler):
+        problems["handler"] = f"must name a registered job handler (not {str(handler)[:100]!r})"
+    elif handler == SCHEDULED_TASK:
+        problems["handler"] = f"must name the job to run, not {SCHEDULED_TASK} itself"
+    if not isinstance(task_payload, dict):
+        problems["payload"] = "must be a JSON object: the payload of the job it queues"
+    elif "handler" not in problems and (check := get_payload_check(str(handler))) is not None:
+        for key, reason in sorted(check(task_payload).items())[:1]:
+            problems["payload"] = f"{key}: {reason}"
+    queue = payload.get("queue", "default")
+    if not isinstance(queue, str) or not 0 < len(queue) <= 100:
+        problems["queue"] = "must be a queue name of 1 to 100 characters"
+    for key in ("priority", "account", "max_attempts"):
+        value = payload.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            problems[key] = "must be a whole number"
+    expires_in = payload.get("expires_in")
+    if expires_in is not None and (
+        isinstance(expires_in, bool) or not isinstance(expires_in, int | float) or expires_in <= 0
+    ):
+        problems["expires_in"] = "must be a number of seconds above 0"
+    return problems
+
+
+def run_scheduled_task(payload: dict[str, Any], job: JobContext) -> list[str]:
+    """Queue the job a `scheduled_task` tick names, with exactly its payload, in the transaction that completes
+    the tick's own job: each tick queues it once, even if a worker dies in between (the tick's job then runs
+    again, and nothing was queued by the attempt that died). Returns the queued job's id."""
+    spec = JobSpec(
+        handler=str(payload["handler"]),
+        payload=dict(payload.get("payload") or {}),
+        queue=str(payload.get("queue") or "default"),
+        priority=int(payload.get("priority") or 0),
+        account=payload.get("account"),
+        max_attempts=payload.get("max_attempts"),
+        expires_in=payload.get("expires_in"),
+    )
+    with transaction.atomic(using=queue_database()):
+        queued = job.mark_completed(then=[spec])
+    log.info(
+        "scheduled_task %s queued %s job %s (tick %s)", job.id, spec.handler, queued[0], payload.get("scheduled_for")
+    )
+    return [str(job_id) for job_id in queued]
 
 
 def configured_schedules() -> dict[str, dict[str, Any]]:
