@@ -16,8 +16,10 @@ from django.urls import path, reverse
 
 from accounts.admin_scoping import AccountScopedAdmin, allowed_account_ids, check_account, scope
 from accounts.domain.roles import Permission
+from accounts.infrastructure.models import time_zone_choices
 from contacts import admin_imports
 from contacts.admin_widgets import TagListField, TagListWidget
+from contacts.application.clock import contact_clock
 from contacts.application.exports import contacts_export
 from contacts.application.selectors import account_tags, with_tag
 from contacts.application.services import (
@@ -28,6 +30,7 @@ from contacts.application.services import (
     contact_remove_tag,
     contact_update,
 )
+from contacts.domain.clock import ClockSource, normalize_time_zone
 from contacts.domain.exports import ExportFormat
 from contacts.domain.model import ContactError, check_reachable, normalize_phone, normalize_tag, normalize_tags
 from contacts.infrastructure.models import ConsentChange, Contact
@@ -35,6 +38,11 @@ from contacts.infrastructure.models import ConsentChange, Contact
 # Other apps add panels to a contact's page (the workflow engine: the contact's runs) without contacts
 # knowing them: a function (request, contact) -> HTML appended here is shown under the contact's form.
 contact_page_panels: list[Callable[[HttpRequest, Contact], str]] = []
+CLOCK_SOURCE_WORDS = {
+    ClockSource.CONTACT: "the contact's own",
+    ClockSource.PHONE: "from the phone number",
+    ClockSource.ACCOUNT: "the account's",
+}
 
 
 class ContactForm(forms.ModelForm):
@@ -44,7 +52,7 @@ class ContactForm(forms.ModelForm):
 
     class Meta:
         model = Contact
-        fields = ("account", "email", "phone", "first_name", "last_name", "custom_fields", "tags")
+        fields = ("account", "email", "phone", "first_name", "last_name", "time_zone", "custom_fields", "tags")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -54,6 +62,12 @@ class ContactForm(forms.ModelForm):
             choices = list(accounts.values_list("pk", flat=True)[:2]) if accounts is not None else []
             account_id = choices[0] if len(choices) == 1 else None
         tags = account_tags(account_id=account_id) if account_id else []
+        self.fields["time_zone"] = forms.ChoiceField(
+            choices=[("", "— from the phone number, else the account's —"), *time_zone_choices()],
+            required=False,
+            label="Time zone",
+            help_text="The contact's own clock: waits until a time of day and send windows read it.",
+        )
         self.fields["tags"].widget = TagListWidget(tags, attrs={"placeholder": "e.g. vip, newsletter"})
         if self.instance.pk:
             self.initial["tags"] = list(self.instance.tags or [])
@@ -61,6 +75,12 @@ class ContactForm(forms.ModelForm):
     def clean_phone(self) -> str:
         try:
             return normalize_phone(self.cleaned_data.get("phone") or "")
+        except ContactError as error:
+            raise forms.ValidationError(error.reason) from None
+
+    def clean_time_zone(self) -> str:
+        try:
+            return normalize_time_zone(self.cleaned_data.get("time_zone") or "")
         except ContactError as error:
             raise forms.ValidationError(error.reason) from None
 
@@ -137,7 +157,7 @@ class ContactAdmin(AccountScopedAdmin):  # a staff user sees their accounts' con
     list_display = ("email", "phone", "first_name", "last_name", "tag_list", "account", "unsubscribed", "sms_opted_out")
     list_filter = (TagFilter, ("account", admin.RelatedOnlyFieldListFilter), "unsubscribed", "sms_opted_out")
     search_fields = ("email", "phone", "first_name", "last_name")
-    readonly_fields = ("unsubscribed", "sms_opted_out", "created_at", "updated_at")
+    readonly_fields = ("resolved_time_zone", "unsubscribed", "sms_opted_out", "created_at", "updated_at")
     inlines = [ConsentChangeInline]
     form = ContactForm
     # Bulk tagging is a change ("change"). An export hands over every contact's data: a role that may export
@@ -152,6 +172,13 @@ class ContactAdmin(AccountScopedAdmin):  # a staff user sees their accounts' con
     @admin.display(description="tags")
     def tag_list(self, contact: Contact) -> str:
         return ", ".join(contact.tags or []) or "—"
+
+    @admin.display(description="time zone in use")
+    def resolved_time_zone(self, contact: Contact) -> str:
+        if contact.pk is None:
+            return "—"
+        clock = contact_clock(contact)
+        return f"{clock.time_zone} ({CLOCK_SOURCE_WORDS[clock.source]})"
 
     change_form_template = "admin/contacts/contact/change_form.html"
 

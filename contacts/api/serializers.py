@@ -1,13 +1,33 @@
 """Contact bodies: one serializer per direction (HackSoft), so what is read never leaks into what is written."""
 
-from drf_spectacular.utils import extend_schema_serializer
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from api.serializers import StrictSerializer
+from contacts.application.clock import contact_clock
+from contacts.domain.clock import MAX_TIME_ZONE_LENGTH, ClockSource
 from contacts.domain.model import MAX_TAG_LENGTH, MAX_TAGS, ConsentChannel
 from contacts.infrastructure.models import Contact
 
 TAGS_HINT = "tags change through POST /api/v1/contacts/{id}/tags and DELETE /api/v1/contacts/{id}/tags/{tag}"
+
+
+TIME_ZONE_HINT = (
+    "The contact's own time zone (IANA name, e.g. Europe/Paris); empty: derived from the phone number where "
+    "its country or region has one zone, else the account's. See resolved_time_zone."
+)
+
+
+@extend_schema_serializer(component_name="ContactClock")
+class ContactClockOut(serializers.Serializer):
+    time_zone = serializers.CharField(help_text="The zone the contact's dates and times are read in.")
+    # DRF's metaclass takes declared fields off the class, so this `source` never shadows Field.source.
+    source = serializers.ChoiceField(  # type: ignore[assignment]
+        choices=[s.value for s in ClockSource],
+        help_text="Where it came from: the contact's own field, its phone number, or its account.",
+    )
 
 
 @extend_schema_serializer(component_name="Contact")
@@ -20,6 +40,8 @@ class ContactOut(serializers.ModelSerializer):
             "phone",
             "first_name",
             "last_name",
+            "time_zone",
+            "resolved_time_zone",
             "custom_fields",
             "tags",
             "unsubscribed",
@@ -32,6 +54,13 @@ class ContactOut(serializers.ModelSerializer):
     email = serializers.CharField(read_only=True, help_text="Empty when the contact has none.")
     tags = serializers.ListField(child=serializers.CharField(), read_only=True)
     custom_fields = serializers.DictField(read_only=True)
+    time_zone = serializers.CharField(read_only=True, help_text=TIME_ZONE_HINT)
+    resolved_time_zone = serializers.SerializerMethodField()
+
+    @extend_schema_field(ContactClockOut)
+    def get_resolved_time_zone(self, contact: Contact) -> dict[str, Any]:
+        # The selectors annotate the account's zone; a contact a service returned reads it (one query).
+        return contact_clock(contact, account_time_zone=getattr(contact, "account_time_zone", None)).as_dict()
 
 
 class _ConsentFields(StrictSerializer):
@@ -58,6 +87,9 @@ class _OptionalProfile(_ConsentFields):
     phone = serializers.CharField(max_length=32, allow_blank=True, required=False, help_text="E.164, e.g. +15551234567")
     first_name = serializers.CharField(max_length=150, allow_blank=True, required=False)
     last_name = serializers.CharField(max_length=150, allow_blank=True, required=False)
+    time_zone = serializers.CharField(
+        max_length=MAX_TIME_ZONE_LENGTH, allow_blank=True, required=False, help_text=TIME_ZONE_HINT
+    )
     custom_fields = serializers.DictField(required=False, help_text="Any JSON object.")
 
 
@@ -83,6 +115,12 @@ class ContactReplaceIn(_ConsentFields):
     phone = serializers.CharField(max_length=32, allow_blank=True, help_text="E.164, e.g. +15551234567")
     first_name = serializers.CharField(max_length=150, allow_blank=True)
     last_name = serializers.CharField(max_length=150, allow_blank=True)
+    time_zone = serializers.CharField(
+        max_length=MAX_TIME_ZONE_LENGTH,
+        allow_blank=True,
+        required=False,
+        help_text=f"{TIME_ZONE_HINT} Optional here: omitted, it is kept (it came after PUT's other fields).",
+    )
     custom_fields = serializers.DictField(help_text="Any JSON object; replaces the stored one.")
     unknown_field_hints = {"tags": TAGS_HINT}
 

@@ -1,8 +1,9 @@
 """Contact reads, always within one account."""
 
 from datetime import datetime
+from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
 
 from contacts.domain.model import normalize_tag
 from contacts.infrastructure.models import Contact
@@ -11,7 +12,13 @@ from contacts.infrastructure.queries import distinct_custom_fields, distinct_tag
 
 def contact_get(*, account_id: int, contact_id: int) -> Contact:
     """The account's contact; Contact.DoesNotExist for another account's, exactly as for a missing one."""
-    return Contact.objects.get(account_id=account_id, pk=contact_id)
+    return _with_account_zone(Contact.objects).get(account_id=account_id, pk=contact_id)
+
+
+def _with_account_zone(query: Any) -> QuerySet[Contact]:
+    """Each contact with its account's zone (`account_time_zone`), read in the same query: what its clock falls
+    back to (contacts.application.clock)."""
+    return query.annotate(account_time_zone=F("account__time_zone"))
 
 
 def contact_list(
@@ -26,7 +33,7 @@ def contact_list(
     created_before: datetime | None = None,
 ) -> QuerySet[Contact]:
     """Newest first. `tag` is normalized as tags are (ContactError if it cannot be a tag); email is case-insensitive."""
-    query = Contact.objects.filter(account_id=account_id).order_by("-created_at", "-id")
+    query = _with_account_zone(Contact.objects.filter(account_id=account_id)).order_by("-created_at", "-id")
     if tag is not None:
         query = having_tag(query, normalize_tag(tag))
     if email is not None:

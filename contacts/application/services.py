@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, models, transaction
 
 from contacts.application import events
+from contacts.domain.clock import normalize_time_zone
 from contacts.domain.model import (
     ConsentChannel,
     ConsentSource,
@@ -23,7 +24,7 @@ from contacts.infrastructure.models import ConsentChange, Contact
 from contacts.infrastructure.store import ContactStore, as_contact
 
 # Fields a caller may set directly; consent changes are given apart (`consent=`), as each one is recorded.
-EDITABLE_FIELDS = ("email", "phone", "first_name", "last_name")
+EDITABLE_FIELDS = ("email", "phone", "first_name", "last_name", "time_zone")
 # The contact column that holds each channel's opt-out.
 CONSENT_FIELDS: dict[ConsentChannel, str] = {ConsentChannel.EMAIL: "unsubscribed", ConsentChannel.SMS: "sms_opted_out"}
 
@@ -40,6 +41,8 @@ def _check_fields(fields: dict[str, Any], *, stored_phone_may_stay: bool = False
             raise ContactError(name, "is not a contact field")
         elif not isinstance(value, str):
             raise ContactError(name, "must be a string")
+    if "time_zone" in fields:  # one spelling (Europe/Paris), or "" for none: derived from the phone or the account
+        fields["time_zone"] = normalize_time_zone(fields["time_zone"])
     if "phone" in fields:
         try:
             fields["phone"] = normalize_phone(fields["phone"])  # one spelling, so an inbound STOP finds it

@@ -3,11 +3,21 @@
 import uuid
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from contacts.domain.model import ConsentChannel, ConsentSource, ConsentState
+from contacts.domain.clock import normalize_time_zone
+from contacts.domain.model import ConsentChannel, ConsentSource, ConsentState, ContactError
+
+
+def validate_contact_time_zone(value: str) -> None:
+    """Blank, or an IANA time zone name zoneinfo knows."""
+    try:
+        normalize_time_zone(value)
+    except ContactError as error:
+        raise ValidationError(error.reason) from None
 
 
 class Contact(models.Model):
@@ -16,6 +26,11 @@ class Contact(models.Model):
     phone = models.CharField(max_length=32, blank=True, default="")  # E.164, e.g. +15551234567
     first_name = models.CharField(max_length=150, blank=True, default="")
     last_name = models.CharField(max_length=150, blank=True, default="")
+    # The contact's own clock (IANA name); blank: derived from the phone number, else the account's
+    # (contacts.domain.clock.resolve_time_zone).
+    time_zone = models.CharField(
+        max_length=64, blank=True, default="", db_default="", validators=[validate_contact_time_zone]
+    )
     custom_fields = models.JSONField(default=dict, blank=True)
     tags = models.JSONField(default=list, blank=True)  # normalized by contacts.domain.normalize_tag
     unsubscribed = models.BooleanField(default=False)  # no marketing email

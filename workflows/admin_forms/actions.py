@@ -16,7 +16,13 @@ from django import forms
 
 from workflows.admin_forms.steps import ACCOUNT_TAGS_LIST, StepConfigForm, register_step_form
 from workflows.admin_forms.widgets import KeyValueField, KeyValueWidget, TagInput, TemplateInput, TemplateTextarea
-from workflows.domain.actions import WEBHOOK_METHODS, parse_datetime, parse_duration
+from workflows.domain.actions import (
+    WEBHOOK_METHODS,
+    WaitClock,
+    parse_duration,
+    parse_time_of_day,
+    parse_wait_until,
+)
 from workflows.domain.validation import is_template
 
 
@@ -239,18 +245,24 @@ class WaitForm(StepConfigForm):
     action_type = "wait"
     label = "Wait"
     group = "Timing"
-    description = "Pause this contact's run for a while, or until a date."
-    keys = {"duration": "amount", "until": "until_date"}
+    description = "Pause this contact's run for a while, until a date, or until a time of day."
+    keys = {"duration": "amount", "until": "until_date", "time_of_day": "at_time", "time_zone": "clock"}
     show_if = {
         "amount": ("mode", "duration"),
         "unit": ("mode", "duration"),
         "until_date": ("mode", "until"),
         "until_time": ("mode", "until"),
+        "at_time": ("mode", "time_of_day"),
+        "clock": ("mode", "until|time_of_day"),
     }
 
     mode = forms.ChoiceField(
         label="Wait",
-        choices=[("duration", "For a while"), ("until", "Until a date and time")],
+        choices=[
+            ("duration", "For a while"),
+            ("until", "Until a date and time"),
+            ("time_of_day", "Until a time of day (the next one)"),
+        ],
         initial="duration",
         widget=forms.RadioSelect(attrs={"data-switch": "1"}),
         required=False,
@@ -267,10 +279,18 @@ class WaitForm(StepConfigForm):
     until_time = forms.TimeField(
         label="Time", required=False, widget=forms.TimeInput(attrs={"type": "time"}, format="%H:%M")
     )
-    field_order = ["mode", "amount", "unit", "until_date", "until_time"]
+    at_time = forms.TimeField(
+        label="At", required=False, widget=forms.TimeInput(attrs={"type": "time"}, format="%H:%M")
+    )
+    clock = forms.ChoiceField(label="In", required=False, initial=WaitClock.ACCOUNT.value)
+    field_order = ["mode", "amount", "unit", "until_date", "until_time", "at_time", "clock"]
 
     def setup(self) -> None:
-        self.fields["until_time"].help_text = f"In the account's time zone, {self.builder.time_zone}."
+        cast(forms.ChoiceField, self.fields["clock"]).choices = [
+            (WaitClock.ACCOUNT.value, f"the account's time zone ({self.builder.time_zone})"),
+            (WaitClock.CONTACT.value, "the contact's time zone (its own, else its phone number's, else the account's)"),
+        ]
+        self.fields["at_time"].help_text = "e.g. 09:00: the run goes on the next time the clock reads it."
 
     @classmethod
     def initial_from(cls, config: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -278,16 +298,26 @@ class WaitForm(StepConfigForm):
         if split is None:
             return None
         own = split[0]
+        zone = own.get("time_zone", WaitClock.CONTACT.value)
+        if "time_zone" in own and zone not in (WaitClock.CONTACT, WaitClock.ACCOUNT):
+            return None  # a named zone: the form offers the account's and the contact's; JSON shows the rest
+        if "time_of_day" in own:
+            at = parse_time_of_day(own["time_of_day"]) if isinstance(own["time_of_day"], str) else None
+            return None if at is None else {"mode": "time_of_day", "at_time": at, "clock": zone}
         if "until" in own:
             until = own["until"]
             if not isinstance(until, str) or is_template(until):
                 return None
             try:
-                moment = parse_datetime(until)
+                moment = parse_wait_until(until)
             except ValueError:
                 return None
-            # Shown in the account's time zone by the form (`localize_until`); kept aware here.
-            return {"mode": "until", "until_moment": moment}
+            if moment.tzinfo is not None:
+                if "time_zone" in own:
+                    return None
+                # Shown in the account's time zone by the form (`localize_until`); kept aware here.
+                return {"mode": "until", "until_moment": moment, "clock": WaitClock.ACCOUNT.value}
+            return {"mode": "until", "until_date": moment.date(), "until_time": moment.time(), "clock": zone}
         duration = own.get("duration")
         seconds = parse_duration(duration) if isinstance(duration, str) else duration
         if isinstance(seconds, bool) or not isinstance(seconds, int | float):
@@ -310,16 +340,24 @@ class WaitForm(StepConfigForm):
         if data.get("mode") == "until":
             if not data.get("until_date"):
                 self.add_error("until_date", "Choose the date to wait until.")
+        elif data.get("mode") == "time_of_day":
+            if not data.get("at_time"):
+                self.add_error("at_time", "Choose the time of day, e.g. 09:00.")
         elif data.get("amount") in (None, ""):
             self.add_error("amount", "Say how long to wait, e.g. 3 days.")
         return data
 
     def to_config(self) -> dict[str, Any]:
         data = self.cleaned_data
+        clock = data.get("clock") or WaitClock.ACCOUNT.value
         if data.get("mode") == "until":
             when = datetime.combine(data["until_date"], data.get("until_time") or datetime.min.time())
+            if clock == WaitClock.CONTACT:  # a wall-clock time, read on each contact's clock when the wait begins
+                return {"until": when.isoformat(), "time_zone": WaitClock.CONTACT.value}
             aware = when.replace(tzinfo=ZoneInfo(self.builder.time_zone))
             return {"until": aware.isoformat()}
+        if data.get("mode") == "time_of_day":
+            return {"time_of_day": data["at_time"].strftime("%H:%M"), "time_zone": clock}
         amount = data["amount"]
         number = int(amount) if amount == int(amount) else float(amount)
         return {"duration": f"{number}{_UNIT_SUFFIX[data.get('unit') or 'days']}"}

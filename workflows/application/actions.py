@@ -22,11 +22,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol, cast
 from uuid import UUID
+from zoneinfo import ZoneInfo
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError
 
+from contacts.application.clock import account_time_zone, contact_clock
 from contacts.application.services import contact_add_tag, contact_remove_tag, contact_update
+from contacts.domain.clock import ClockSource
 from contacts.domain.model import ConsentState, ContactError, normalize_tag
 from integrations.application import channels
 from integrations.domain import sending as sending_rules
@@ -35,6 +38,7 @@ from integrations.domain.redaction import REDACTED
 from integrations.domain.sending import Outbound, Purpose, Refuse, combine
 from integrations.domain.tracking import EmailTracking
 from kernel.failures import ValidationFailure
+from kernel.local_time import local_instant, next_time_of_day
 from workflows.application.engagement import email_engagement, email_tracking_enabled, step_key
 from workflows.domain.actions import (
     END,
@@ -49,11 +53,12 @@ from workflows.domain.actions import (
     SplitConfig,
     TagConfig,
     UpdateContactConfig,
+    WaitClock,
     WaitConfig,
     WaitForEventConfig,
     WebhookConfig,
     http_url_problem,
-    parse_datetime,
+    parse_wait_until,
     split_bucket,
 )
 from workflows.domain.conditions import Condition, ConditionOp, Facts, all_hold
@@ -86,6 +91,7 @@ class StepRun:
     # writes from it rather than lock and read it again.
     locked_contact_row: Mapping[str, Any] | None = field(default=None, repr=False)
     _template_context: Mapping[str, Any] | None = field(default=None, repr=False)
+    _contact_time_zone: str | None = field(default=None, repr=False)
 
     @property
     def contact(self) -> dict[str, Any]:
@@ -93,6 +99,25 @@ class StepRun:
         if self._contact is None:
             self._contact = RunStore().contact(self.contact_id, self.account_id) or {}
         return self._contact
+
+    def clock(self, which: str) -> str:
+        """The IANA zone a step reads dates and times in: "contact" (the contact's clock), "account", or a name."""
+        if which == WaitClock.ACCOUNT:
+            return account_time_zone(self.account_id)
+        if which == WaitClock.CONTACT:
+            return self.contact_time_zone
+        return which
+
+    @property
+    def contact_time_zone(self) -> str:
+        """The contact's clock (contacts.application.clock): read once per attempt, when first needed."""
+        if self._contact_time_zone is None:
+            contact = self.contact
+            own_or_phone = contact_clock(contact, account_time_zone="")
+            if own_or_phone.source is ClockSource.ACCOUNT:  # only then is the account's zone read
+                own_or_phone = contact_clock(contact, account_time_zone=account_time_zone(self.account_id))
+            self._contact_time_zone = own_or_phone.time_zone
+        return self._contact_time_zone
 
     @property
     def webhook_message_id(self) -> str:
@@ -131,7 +156,13 @@ class StepRun:
                 if key in steps:  # an email this run sent: not opened until an event says so
                     base = {"opened": False, "clicked": False, "links": []}
                     steps[key] = {**(steps[key] if isinstance(steps[key], dict) else {}), **base, **seen.get(key, {})}
-        return Facts(contact=self.contact, trigger=self.context.get("trigger") or {}, steps=steps, now=self.now)
+        return Facts(
+            contact=self.contact,
+            trigger=self.context.get("trigger") or {},
+            steps=steps,
+            now=self.now,
+            clock=lambda: ZoneInfo(self.contact_time_zone),
+        )
 
     def template_context(self) -> Mapping[str, Any]:
         if self._template_context is None:
@@ -323,20 +354,37 @@ class Webhook:
 
 
 class Wait:
+    """For a duration; until an instant; until a date-time or date on a clock; until the next time of day on a
+    clock. The clock (`time_zone`) is the contact's (its own zone, else its phone number's, else the
+    account's), the account's or a named zone; DST is read by kernel.local_time (a time in a gap is the jump,
+    a repeated time its first occurrence)."""
+
     action_type = ActionType.WAIT
     external = False
 
     def execute(self, run: StepRun) -> ActionResult:
         config = cast(WaitConfig, run.step.config)
+        zone: str | None = None
         if config.seconds is not None:
             until = run.now + timedelta(seconds=config.seconds)
+        elif config.time_of_day is not None:
+            zone = run.clock(config.time_zone)
+            until = next_time_of_day(run.now, config.time_of_day, ZoneInfo(zone))
         else:
             text = run.text(config.until or "", "until").strip()
             try:
-                until = parse_datetime(text)
+                moment = parse_wait_until(text)
             except ValueError as exc:
-                raise ValidationFailure(f"until: {text[:100]!r} is not a date-time with a UTC offset ({exc})") from None
-        return ActionResult({"resume_at": until.isoformat()}, wait_until=until)
+                raise ValidationFailure(f"until: {text[:100]!r} is not an ISO 8601 date or date-time ({exc})") from None
+            if moment.tzinfo is not None:
+                until = moment
+            else:
+                zone = run.clock(config.time_zone)
+                until = local_instant(moment, ZoneInfo(zone))
+        data: dict[str, Any] = {"resume_at": until.isoformat()}
+        if zone is not None:
+            data["time_zone"] = zone
+        return ActionResult(data, wait_until=until)
 
 
 class UpdateContact:

@@ -19,12 +19,13 @@ import hashlib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime, time
 from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
 from uuid import UUID
 
+from contacts.domain.clock import known_time_zone
 from contacts.domain.model import ContactError, normalize_tag
 from integrations.domain.channels import header_value_problem
 from integrations.domain.sending.message import Channel
@@ -69,6 +70,8 @@ _DURATION = re.compile(
     re.IGNORECASE,
 )
 _UNIT_SECONDS = {"w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1}
+_TIME_OF_DAY = re.compile(r"\s*(\d{1,2}):(\d{2})(?::(\d{2}))?\s*")
+_DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 RETRY_KEYS = ("max_attempts", "base_delay")
 
@@ -140,10 +143,21 @@ class WebhookConfig:
     secrets: tuple[str, ...] = ()
 
 
+class WaitClock(StrEnum):
+    """Whose clock a wait's date or time of day is read on (an IANA name may be given instead)."""
+
+    CONTACT = "contact"  # the contact's own zone, else its phone number's, else the account's
+    ACCOUNT = "account"
+
+
 @dataclass(frozen=True)
 class WaitConfig:
     seconds: float | None = None
-    until: str | None = None  # ISO 8601 with a UTC offset, or a template that renders to one
+    # ISO 8601: with a UTC offset, that instant; without one (a date-time or a date), read on `time_zone`.
+    # Or a template that renders to either.
+    until: str | None = None
+    time_of_day: time | None = None  # the next time the clock reads this, on `time_zone`
+    time_zone: str = WaitClock.CONTACT.value  # "contact", "account" or an IANA name
 
 
 @dataclass(frozen=True)
@@ -397,14 +411,68 @@ def _wait(r: Reader) -> WaitConfig:
             if r.check_template_at(r.at("until"), raw_until):
                 until = raw_until
         else:
-            reason = datetime_problem(raw_until)
+            reason = wait_until_problem(raw_until)
             if reason:
                 r.error(r.at("until"), reason)
             else:
                 until = raw_until
-    if (duration is None) == (raw_until is None):
-        r.error(r.path, 'needs exactly one of `duration` (e.g. 2, "90s", "3h", "2d 12h") or `until`')
-    return WaitConfig(seconds=seconds, until=until)
+    raw_time = r.string("time_of_day", max_length=8)
+    time_of_day = None
+    if raw_time is not None:
+        time_of_day = parse_time_of_day(raw_time)
+        if time_of_day is None:
+            r.error(r.at("time_of_day"), 'must be a time of day as "HH:MM" on a 24-hour clock, e.g. "09:00"')
+    if sum(value is not None for value in (duration, raw_until, raw_time)) != 1:
+        r.error(
+            r.path,
+            'needs exactly one of `duration` (e.g. 2, "90s", "3h", "2d 12h"), `until` (a date or date-time) '
+            'or `time_of_day` (e.g. "09:00")',
+        )
+    zone = r.string("time_zone", max_length=64)
+    if zone is not None:
+        if zone not in (WaitClock.CONTACT, WaitClock.ACCOUNT) and known_time_zone(zone) != zone:
+            r.error(
+                r.at("time_zone"),
+                'must be "contact" (the contact\'s time zone), "account" or an IANA time zone name such as '
+                "Europe/Paris",
+            )
+        elif duration is not None:
+            r.error(r.at("time_zone"), "applies to `until` or `time_of_day`; a duration is the same everywhere")
+    return WaitConfig(seconds=seconds, until=until, time_of_day=time_of_day, time_zone=zone or WaitClock.CONTACT.value)
+
+
+def parse_time_of_day(text: str) -> time | None:
+    """`"09:00"` or `"9:00:30"` -> a time; None when it is no time of day."""
+    match = _TIME_OF_DAY.fullmatch(text)
+    if match is None:
+        return None
+    hours, minutes, seconds = int(match[1]), int(match[2]), int(match[3] or 0)
+    if hours > 23 or minutes > 59 or seconds > 59:
+        return None
+    return time(hours, minutes, seconds)
+
+
+def parse_wait_until(text: str) -> datetime:
+    """A wait's `until`: an ISO 8601 date-time (aware: that instant; naive: a wall-clock time, to be read on
+    the wait's clock) or a date (its midnight, on that clock). Raises ValueError otherwise."""
+    stripped = text.strip()
+    if _DATE_ONLY.fullmatch(stripped):
+        return datetime.combine(date.fromisoformat(stripped), time(0))
+    value = datetime.fromisoformat(stripped)
+    if value.tzinfo is not None and value.utcoffset() is None:
+        raise ValueError("has a time zone without an offset")
+    return value
+
+
+def wait_until_problem(text: str) -> str | None:
+    try:
+        parse_wait_until(text)
+    except ValueError:
+        return (
+            "must be an ISO 8601 date or date-time: 2026-12-01T09:00:00Z (that instant), 2026-12-01T09:00 or "
+            "2026-12-01 (read in `time_zone`: the contact's by default)"
+        )
+    return None
 
 
 def _duration_seconds(r: Reader, value: Any, key: str = "duration") -> float | None:
@@ -450,15 +518,6 @@ def parse_datetime(text: str) -> datetime:
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError("needs a UTC offset, e.g. 2026-12-01T09:00:00+00:00 or ...Z")
     return value
-
-
-def datetime_problem(text: str) -> str | None:
-    try:
-        parse_datetime(text)
-    except ValueError as exc:
-        detail = str(exc) if "UTC offset" in str(exc) else "e.g. 2026-12-01T09:00:00Z"
-        return f"must be an ISO 8601 date-time with a UTC offset ({detail})"
-    return None
 
 
 def _update_contact(r: Reader) -> UpdateContactConfig:
@@ -704,7 +763,7 @@ _KEYS: dict[ActionType, tuple[str, ...]] = {
     ActionType.SEND_SMS: ("body",),
     ActionType.SEND_VOICE: ("message", "recording_url"),
     ActionType.WEBHOOK: ("method", "url", "headers", "body", "secrets"),
-    ActionType.WAIT: ("duration", "until"),
+    ActionType.WAIT: ("duration", "until", "time_of_day", "time_zone"),
     ActionType.UPDATE_CONTACT: ("fields", "custom_fields"),
     ActionType.ADD_TAG: ("tag",),
     ActionType.REMOVE_TAG: ("tag",),

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta, tzinfo
 from enum import StrEnum
 from typing import Any
 
 from contacts.domain.model import ContactError, normalize_tag
+from kernel.local_time import local_instant
 from workflows.domain.errors import FieldError
 
 MAX_CONDITIONS = 20
@@ -81,6 +82,9 @@ class Facts:
     steps: Mapping[str, Any] | None = None
     event: Mapping[str, Any] | None = None
     now: datetime | None = None
+    # The contact's clock, asked only when a date or time without an offset is compared (a bare `2026-12-01`
+    # is that day on the contact's calendar); None: UTC.
+    clock: Callable[[], tzinfo] | None = None
 
 
 @dataclass(frozen=True)
@@ -100,7 +104,8 @@ class Condition:
         """`facts` may be a bare contact mapping (trigger filters)."""
         actual = resolve(self.field, facts)
         now = facts.now if isinstance(facts, Facts) else None
-        return _test(self.op, actual, self.value, tags=self.field in ("tags", "contact.tags"), now=now)
+        clock = facts.clock if isinstance(facts, Facts) else None
+        return _test(self.op, actual, self.value, tags=self.field in ("tags", "contact.tags"), now=now, clock=clock)
 
     def as_dict(self) -> dict[str, Any]:
         return {"field": self.field, "op": self.op.value, "value": self.value}
@@ -161,7 +166,9 @@ def _dig(value: Any, path: str) -> Any:
 
 
 # --- testing a value --------------------------------------------------------------------------
-def _test(op: ConditionOp, actual: Any, wanted: Any, *, tags: bool, now: datetime | None) -> bool:
+def _test(
+    op: ConditionOp, actual: Any, wanted: Any, *, tags: bool, now: datetime | None, clock: Callable[[], tzinfo] | None
+) -> bool:
     if op is ConditionOp.EXISTS:
         return actual is not _MISSING and actual is not None
     if op is ConditionOp.NOT_EXISTS:
@@ -183,7 +190,7 @@ def _test(op: ConditionOp, actual: Any, wanted: Any, *, tags: bool, now: datetim
             ConditionOp.LESS_OR_EQUAL: left <= right,
         }[op]
     if op in TIME_OPS:
-        moment, bound = _moment(actual, now), _moment(wanted, now)
+        moment, bound = _moment(actual, now, clock), _moment(wanted, now, clock)
         if moment is None or bound is None:
             return False
         return moment < bound if op is ConditionOp.BEFORE else moment > bound
@@ -252,11 +259,13 @@ def relative_seconds(text: str) -> float | None:
     return -seconds if match["sign"] == "-" else seconds
 
 
-def _moment(value: Any, now: datetime | None) -> datetime | None:
+def _moment(value: Any, now: datetime | None, clock: Callable[[], tzinfo] | None = None) -> datetime | None:
+    """An instant from a value: aware as it is; a date, or a date-time without an offset, read on the contact's
+    clock (its midnight for a date; kernel.local_time for DST), UTC when there is none; relative to now."""
     if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
+        return value if value.tzinfo else _on_clock(value, clock)
     if isinstance(value, date):
-        return datetime(value.year, value.month, value.day, tzinfo=UTC)
+        return _on_clock(datetime(value.year, value.month, value.day), clock)
     if not isinstance(value, str) or not value.strip():
         return None
     text = value.strip()
@@ -267,7 +276,16 @@ def _moment(value: Any, now: datetime | None) -> datetime | None:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
     except (ValueError, OverflowError):  # no date, or one beyond the calendar
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)  # a bare date or time is read as UTC
+    return parsed if parsed.tzinfo else _on_clock(parsed, clock)
+
+
+def _on_clock(wall: datetime, clock: Callable[[], tzinfo] | None) -> datetime | None:
+    if clock is None:
+        return wall.replace(tzinfo=UTC)
+    try:
+        return local_instant(wall, clock())
+    except OverflowError:  # the first or last day of the calendar, moved past its edge by an offset
+        return None
 
 
 def time_value_problem(value: Any) -> str | None:

@@ -50,6 +50,7 @@ CONTACT_COLUMNS = (
     "phone",
     "first_name",
     "last_name",
+    "time_zone",
     "tags",
     "custom_fields",
     "unsubscribed",

@@ -85,6 +85,9 @@ EVERY_ACTION = [
     ),
     ("add_tag", {"tag": "Engaged"}),
     ("remove_tag", {"tag": "trial"}),
+    ("wait", {"mode": "until", "until_date": "2027-01-15", "until_time": "09:30", "clock": "contact"}),
+    ("wait", {"mode": "time_of_day", "at_time": "09:00", "clock": "contact"}),
+    ("wait", {"mode": "time_of_day", "at_time": "18:45", "clock": "account"}),
 ]
 
 
@@ -110,6 +113,9 @@ def test_every_action_is_built_from_its_fields(marketer, account):
         {"fields": {"last_name": "Lovelace"}, "custom_fields": {"plan": "pro"}},
         {"tag": "Engaged"},
         {"tag": "trial"},
+        {"until": "2027-01-15T09:30:00", "time_zone": "contact"},  # 09:30 on each contact's clock
+        {"time_of_day": "09:00", "time_zone": "contact"},
+        {"time_of_day": "18:45", "time_zone": "account"},
     ]
 
 
@@ -121,6 +127,8 @@ def test_the_change_page_shows_each_step_in_its_form_and_round_trips(marketer, a
     formset = page.context["inline_admin_formsets"][0].formset
     assert not any(form.in_json_mode for form in formset.forms)  # every config fits its form
     assert formset.forms[5].config_forms["wait"].initial["until_time"].strftime("%H:%M") == "09:30"
+    assert formset.forms[9].config_forms["wait"].initial["clock"] == "contact"
+    assert formset.forms[10].config_forms["wait"].initial["at_time"].strftime("%H:%M") == "09:00"
     # Post the page back as the browser would (the forms' initial values) and nothing changes.
     data = page_data(account, EVERY_ACTION, existing=list(workflow.steps.order_by("position")))
     response = marketer.post(reverse("admin:workflows_workflow_change", args=[workflow.pk]), data)

@@ -41,6 +41,8 @@ def test_list_shows_only_the_callers_account(owner_api, account, other_account):
         "phone",
         "first_name",
         "last_name",
+        "time_zone",
+        "resolved_time_zone",
         "custom_fields",
         "tags",
         "unsubscribed",
@@ -439,3 +441,48 @@ def test_a_phone_stored_before_phones_were_checked_may_be_sent_back_but_not_chan
     assert error_fields(body) == ["phone"]
     contact.refresh_from_db()
     assert (contact.phone, contact.first_name) == ("ask reception", "Ada L.")
+
+
+# --- The contact's clock ----------------------------------------------------------------------------
+def test_a_contacts_time_zone_is_set_spelled_one_way_and_shown_with_where_it_came_from(owner_api, account):
+    account.time_zone = "America/Chicago"
+    account.save()
+    made = owner_api.post(CONTACTS, {"email": "tz@example.com", "time_zone": "europe/paris"}, format="json")
+    assert made.status_code == 201, made.content
+    body = made.json()
+    assert body["time_zone"] == "Europe/Paris"
+    assert body["resolved_time_zone"] == {"time_zone": "Europe/Paris", "source": "contact"}
+    # Cleared: the phone number's region says where it rings; a toll-free number says nothing.
+    changed = owner_api.patch(detail(body["id"]), {"time_zone": "", "phone": "+1 212 555 0123"}, format="json")
+    assert changed.json()["resolved_time_zone"] == {"time_zone": "America/New_York", "source": "phone"}
+    changed = owner_api.patch(detail(body["id"]), {"phone": "+1 800 555 0123"}, format="json")
+    assert changed.json()["resolved_time_zone"] == {"time_zone": "America/Chicago", "source": "account"}
+    listed = owner_api.get(CONTACTS).json()["results"][0]
+    assert listed["resolved_time_zone"] == {"time_zone": "America/Chicago", "source": "account"}
+    assert owner_api.get(detail(body["id"])).json()["time_zone"] == ""
+
+
+def test_a_time_zone_that_is_none_is_refused_naming_it_and_nothing_is_stored(owner_api, contact):
+    body = assert_problem(
+        owner_api.patch(detail(contact), {"time_zone": "Mars/Olympus", "first_name": "New"}, format="json"),
+        400,
+        type_=VALIDATION,
+    )
+    assert error_fields(body) == ["time_zone"]
+    assert "IANA time zone" in body["errors"][0]["message"]
+    contact.refresh_from_db()
+    assert (contact.time_zone, contact.first_name) == ("", "Ada")
+    body = assert_problem(owner_api.post(CONTACTS, {"email": "x@example.com", "time_zone": 5}, format="json"), 400)
+    assert error_fields(body) == ["time_zone"]
+
+
+def test_put_keeps_a_time_zone_it_does_not_name(owner_api, contact):
+    contact.time_zone = "Asia/Tokyo"
+    contact.save()
+    replaced = owner_api.put(
+        detail(contact),
+        {"email": contact.email, "phone": "", "first_name": "A", "last_name": "B", "custom_fields": {}},
+        format="json",
+    )
+    assert replaced.status_code == 200, replaced.content
+    assert replaced.json()["time_zone"] == "Asia/Tokyo"

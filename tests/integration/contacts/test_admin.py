@@ -66,3 +66,35 @@ def test_a_phone_that_is_no_phone_number_is_a_form_error(admin_client, account, 
     assert response.status_code == 302, response.content.decode()[:2000]
     contact.refresh_from_db()
     assert contact.phone == "+15550100099"
+
+
+def test_a_contacts_time_zone_is_chosen_in_the_admin_and_the_one_in_use_is_shown(admin_client, account, contact):
+    account.time_zone = "Europe/Berlin"
+    account.save()
+    url = reverse("admin:contacts_contact_change", args=[contact.pk])
+    page = admin_client.get(url).content.decode()
+    assert "Time zone in use" in page or "time zone in use" in page
+    assert "Europe/Berlin (the account&#x27;s)" in page  # +1555...: a fictional number says nothing
+    data = {
+        "account": account.pk,
+        "email": contact.email,
+        "phone": "+33612345678",
+        "first_name": "",
+        "last_name": "",
+        "time_zone": "",
+        "custom_fields": "{}",
+        "tags": "[]",
+        "consent_changes-TOTAL_FORMS": "0",
+        "consent_changes-INITIAL_FORMS": "0",
+    }
+    assert admin_client.post(url, data).status_code == 302
+    assert "Europe/Paris (from the phone number)" in admin_client.get(url).content.decode()
+    data["time_zone"] = "Asia/Tokyo"
+    assert admin_client.post(url, data).status_code == 302
+    contact.refresh_from_db()
+    assert contact.time_zone == "Asia/Tokyo"
+    assert "Asia/Tokyo (the contact&#x27;s own)" in admin_client.get(url).content.decode()
+    data["time_zone"] = "Mars/Olympus"
+    response = admin_client.post(url, data)
+    assert response.status_code == 200
+    assert "Select a valid choice" in response.content.decode()

@@ -1,6 +1,7 @@
 """The one condition language: every operator on every kind of value, the paths it reads, and its checks."""
 
 from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -121,3 +122,32 @@ def test_each_use_reads_only_its_roots():
     }
     assert "cannot be read here" in errors([{"field": "event.x", "op": "exists"}])["c[0].field"]
     assert errors([{"field": "trigger.plan", "op": "exists"}]) == {}
+
+
+def test_a_date_without_an_offset_is_read_on_the_contacts_clock():
+    """`renews before 2026-06-02` is that day on the contact's calendar: in Tokyo it began at 15:00 UTC on
+    the 1st. An instant with an offset stays the instant it names; with no clock, UTC as before."""
+    asked = []
+
+    def tokyo():
+        asked.append(1)
+        return ZoneInfo("Asia/Tokyo")
+
+    renews = {"custom_fields": {"renews": "2026-06-01T16:00:00Z", "local": "2026-06-01T23:30"}}
+    before = Condition("custom_fields.renews", ConditionOp.BEFORE, "2026-06-02")
+    assert before.matches(Facts(contact=renews))  # UTC: 16:00 on the 1st is before midnight on the 2nd
+    assert not before.matches(Facts(contact=renews, clock=tokyo))  # Tokyo: the 2nd began at 15:00 UTC
+    # A value without an offset is on that clock too: 23:30 in Tokyo is 14:30 UTC, before 15:00.
+    assert Condition("custom_fields.local", ConditionOp.BEFORE, "2026-06-02").matches(
+        Facts(contact=renews, clock=tokyo)
+    )
+    # Both with offsets: no clock is asked.
+    asked.clear()
+    exact = Condition("custom_fields.renews", ConditionOp.AFTER, "2026-06-01T15:00:00+00:00")
+    assert exact.matches(Facts(contact=renews, clock=tokyo))
+    assert asked == []
+    # A DST gap: 02:30 on 8 March 2026 in New York is the jump (07:00 UTC).
+    new_york = Facts(
+        contact={"custom_fields": {"at": "2026-03-08T06:59:00Z"}}, clock=lambda: ZoneInfo("America/New_York")
+    )
+    assert Condition("custom_fields.at", ConditionOp.BEFORE, "2026-03-08T02:30").matches(new_york)

@@ -1,5 +1,7 @@
 """Step configs are checked when a workflow is saved; every error names its path and the reason."""
 
+from datetime import time
+
 import pytest
 
 from workflows.domain.actions import (
@@ -173,8 +175,13 @@ def test_errors_name_their_paths_and_all_are_reported():
         ("wait", {"duration": -3}, "steps[0].config.duration", "more than 0"),
         ("wait", {"duration": "soon"}, "steps[0].config.duration", "number of seconds"),
         ("wait", {"duration": 400 * 86400}, "steps[0].config.duration", "at most 366 days"),
-        ("wait", {"until": "2026-12-01T09:00:00"}, "steps[0].config.until", "UTC offset"),
+        ("wait", {"until": "2026-12-41T09:00:00"}, "steps[0].config.until", "ISO 8601"),
         ("wait", {"until": "next tuesday"}, "steps[0].config.until", "ISO 8601"),
+        ("wait", {"time_of_day": "25:00"}, "steps[0].config.time_of_day", "HH:MM"),
+        ("wait", {"time_of_day": "9am"}, "steps[0].config.time_of_day", "HH:MM"),
+        ("wait", {"time_of_day": "09:00", "until": "2026-12-01"}, "steps[0].config", "exactly one of"),
+        ("wait", {"time_of_day": "09:00", "time_zone": "Mars/Olympus"}, "steps[0].config.time_zone", "IANA"),
+        ("wait", {"duration": "3h", "time_zone": "contact"}, "steps[0].config.time_zone", "a duration"),
         ("update_contact", {}, "steps[0].config", "needs `fields` or `custom_fields`"),
         (
             "update_contact",
@@ -218,6 +225,13 @@ def test_step_shape_errors():
 def test_templated_webhook_url_keeps_a_fixed_host():
     step = one("webhook", url="https://crm.example.com/contacts/{{ contact.id }}")
     assert step.config.url.endswith("{{ contact.id }}")
+
+
+def test_a_wait_reads_a_date_or_a_time_of_day_on_a_clock():
+    assert one("wait", time_of_day="9:00").config == WaitConfig(time_of_day=time(9, 0), time_zone="contact")
+    assert one("wait", until="2026-12-01T09:00", time_zone="account").config.time_zone == "account"
+    assert one("wait", until="2026-12-01", time_zone="Europe/Paris").config.until == "2026-12-01"
+    assert one("wait", until="2026-12-01T09:00:00Z").config.time_zone == "contact"  # an offset wins when it runs
 
 
 def test_templated_wait_until_is_checked_when_the_step_runs():

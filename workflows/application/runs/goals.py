@@ -23,19 +23,22 @@ knows the account listens).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, tzinfo
+from functools import cache
 from typing import Any
 from uuid import UUID
+from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
 from django.db.models.fields.json import KeyTransform
 
+from contacts.application.clock import account_time_zone, contact_clock
 from contacts.application.events import ContactEvent
 from jobs.application.context import JobContext
 from jobs.application.queue import enqueue
@@ -146,6 +149,7 @@ def meet_goals(event: ContactEvent) -> list[UUID]:
             trigger=trigger if isinstance(trigger, dict) else {},
             event=event_facts(event.name, event.data),
             now=event.occurred_at,
+            clock=_contact_clock(contact, event.account_id),
         )
         goal = first_met(goals, facts)
         if goal is None:
@@ -220,3 +224,8 @@ def reach_goal(
     decision = {"kind": "goal", "goal": goal.goal, "event_id": goal.event_id, "next": to.key}
     response = {"goal": goal.goal, "event": goal.event_name}
     return move, decision_row(row.id, where, outcome="skipped", at=now, response=response, decision=decision)
+
+
+def _contact_clock(contact: dict[str, Any], account_id: int) -> Callable[[], tzinfo]:
+    """The contact's zone for its goals' dates, resolved once and only if a condition compares a bare date."""
+    return cache(lambda: ZoneInfo(contact_clock(contact, account_time_zone=account_time_zone(account_id)).time_zone))
