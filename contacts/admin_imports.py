@@ -34,7 +34,9 @@ from contacts.infrastructure.spreadsheets import ENCODING_NAMES
 from jobs.application.queue import JobSpec
 
 TARGET_LABELS = {"": "— skip this column —", "email": "Email", "phone": "Phone", "first_name": "First name"}
-TARGET_LABELS.update({"last_name": "Last name", TAGS: "Tags (comma separated)"})
+TARGET_LABELS.update(
+    {"last_name": "Last name", "time_zone": "Time zone (e.g. Europe/Paris)", TAGS: "Tags (comma separated)"}
+)
 
 
 @dataclass(frozen=True)

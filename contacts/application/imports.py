@@ -358,6 +358,7 @@ def _create(account_id: int, rows: list[ImportedRow], everyone_tag: str) -> list
             phone=row.fields.get("phone", ""),
             first_name=row.fields.get("first_name", ""),
             last_name=row.fields.get("last_name", ""),
+            time_zone=row.fields.get("time_zone", ""),
             custom_fields=row.custom_fields,
             tags=list(dict.fromkeys([*row.tags, *([everyone_tag] if everyone_tag else [])])),
         )

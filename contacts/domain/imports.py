@@ -1,6 +1,6 @@
 """Reading a spreadsheet of contacts: which column means what, and what is wrong with a row. Plain Python.
 
-A column maps to a contact field (email, phone, first or last name), to the contact's tags (comma
+A column maps to a contact field (email, phone, first or last name, time zone), to the contact's tags (comma
 separated), to a custom field, or to nothing. Every row is checked before anything is written; a file with
 any bad row is refused whole, its problems listed by row and column, so nothing is ever half-imported.
 """
@@ -12,9 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from contacts.domain.clock import normalize_time_zone
 from contacts.domain.model import MAX_TAGS, ContactError, normalize_phone, normalize_tag, too_many_tags, with_tag
 
-FIELDS = ("email", "phone", "first_name", "last_name")
+FIELDS = ("email", "phone", "first_name", "last_name", "time_zone")
 TAGS = "tags"
 IGNORE = ""
 CUSTOM_PREFIX = "custom:"
@@ -26,6 +27,7 @@ _GUESSES = {
     "phone": ("phone", "phonenumber", "mobile", "cell", "tel", "telephone"),
     "first_name": ("firstname", "first", "givenname", "forename", "name"),
     "last_name": ("lastname", "last", "surname", "familyname"),
+    "time_zone": ("timezone", "tz", "zone", "timezonename"),
     TAGS: ("tags", "tag", "labels", "lists"),
 }
 
@@ -104,6 +106,11 @@ def read_row(
                 row.fields["phone"] = normalize_phone(value)
             except ContactError as error:
                 problems.append(RowProblem(number, column, f"“{value[:40]}”: {error.reason}"))
+        elif target == "time_zone":
+            try:
+                row.fields["time_zone"] = normalize_time_zone(value)
+            except ContactError as error:
+                problems.append(RowProblem(number, column, error.reason))
         elif target in FIELDS:
             if len(value) > 150:
                 problems.append(RowProblem(number, column, "is longer than 150 characters"))

@@ -60,6 +60,19 @@ def test_a_file_with_bad_rows_is_refused_whole_naming_each_problem(marketer, acc
     assert "nothing was imported" in page
 
 
+def test_a_time_zone_column_sets_each_contacts_clock_new_or_updated(marketer, account):
+    contact_create(account_id=account.pk, email="here@example.com")
+    content = b"Email,Time zone\nnew@example.com,asia/tokyo\nhere@example.com,America/New_York\n"
+    record = upload(marketer, account, "zones.csv", content)
+    assert record.mapping == ["email", "time_zone"]
+    marketer.post(reverse("admin:contacts_contact_import_detail", args=[record.pk]), mapping_post(record))
+    run_due_jobs()
+    record.refresh_from_db()
+    assert record.status == "imported", record.problems
+    zones = dict(Contact.objects.filter(account=account).values_list("email", "time_zone"))
+    assert zones == {"new@example.com": "Asia/Tokyo", "here@example.com": "America/New_York"}
+
+
 def test_an_xlsx_imports_through_the_services_and_enrolls_everyone(marketer, account):
     from openpyxl import Workbook
 

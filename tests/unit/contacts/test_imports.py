@@ -77,3 +77,16 @@ def test_a_row_may_not_take_its_contact_past_max_tags_with_the_tags_it_has_or_th
     # A contact stored past the limit before the rule keeps its tags, and may be given those it has.
     legacy = [f"t{i}" for i in range(MAX_TAGS + 3)]
     assert tag_limit_problem(ImportedRow(9, tags=["t1"]), "Tags", has=legacy) is None
+
+
+def test_a_time_zone_column_is_guessed_spelled_one_way_and_a_bad_one_named():
+    assert [guess_target(h) for h in ("Time zone", "TZ", "timezone")] == ["time_zone"] * 3
+    header, mapping = ["Email", "Time zone"], ["email", "time_zone"]
+    row, problems = read_row(2, ["ada@example.com", "europe/paris"], header, mapping)
+    assert (row.fields["time_zone"], problems) == ("Europe/Paris", [])
+    row, problems = read_row(3, ["ada@example.com", ""], header, mapping)
+    assert (row.fields["time_zone"], problems) == ("", [])
+    _, problems = read_row(4, ["ada@example.com", "Paris time"], header, mapping)
+    assert [(p.row, p.column, p.message) for p in problems] == [
+        (4, "Time zone", "'Paris time' is not an IANA time zone name (e.g. Europe/Paris, UTC)")
+    ]
