@@ -18,3 +18,8 @@ class JobsConfig(AppConfig):
         from jobs.application.metrics import flush_after_request
 
         request_finished.connect(flush_after_request, dispatch_uid="relay.metrics.flush")
+
+        from jobs.infrastructure.clock import transaction_now
+        from kernel import clock
+
+        clock.read_with(transaction_now)  # every app's "now" is the database's (docs/decisions/database-clock.md)

@@ -20,7 +20,8 @@ from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.utils import timezone
+
+from kernel import clock
 
 CONTACT_CREATED = "contact.created"
 CONTACT_UPDATED = "contact.updated"
@@ -41,7 +42,9 @@ class ContactEvent:
     name: str
     data: dict[str, Any] = field(default_factory=dict)
     id: str = field(default_factory=lambda: uuid.uuid4().hex)  # the stored Event's id, when it is stored
-    occurred_at: datetime = field(default_factory=timezone.now)
+    # The database's now for the unit of work that raised it (kernel.clock): compared with times the engine
+    # stored (a wait's timeout, a goal's run), so never this host's clock.
+    occurred_at: datetime = field(default_factory=clock.now)
 
 
 Subscriber = Callable[[ContactEvent], None]

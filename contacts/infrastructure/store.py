@@ -13,10 +13,10 @@ import json
 from typing import Any, cast
 
 from django.db import connections, models
-from django.utils import timezone
 
 from contacts.domain.model import MAX_TAGS, tags_full, with_tag, without_tag
 from contacts.infrastructure.models import Contact
+from kernel import clock
 
 TABLE = Contact._meta.db_table
 COLUMNS: tuple[str, ...] = tuple(cast(str, f.column) for f in Contact._meta.concrete_fields)
@@ -41,10 +41,10 @@ class ContactStore:
         # One statement: the row lock, the membership test, the per-contact limit and the append.
         return self._changed_or_current(
             contact_id,
-            f"UPDATE {TABLE} SET tags = tags || jsonb_build_array(%s::text), updated_at = %s"
+            f"UPDATE {TABLE} SET tags = tags || jsonb_build_array(%s::text), updated_at = statement_timestamp()"
             f" WHERE id = %s AND NOT jsonb_exists(tags, %s) AND jsonb_array_length(tags) < %s"
             f" RETURNING {', '.join(COLUMNS)}",
-            [tag, timezone.now(), contact_id, tag, MAX_TAGS],
+            [tag, contact_id, tag, MAX_TAGS],
         )
 
     def remove_tag(self, contact_id: int, tag: str) -> tuple[dict[str, Any], bool]:
@@ -57,9 +57,9 @@ class ContactStore:
             return row, removed
         return self._changed_or_current(
             contact_id,
-            f"UPDATE {TABLE} SET tags = tags - %s::text, updated_at = %s"
+            f"UPDATE {TABLE} SET tags = tags - %s::text, updated_at = statement_timestamp()"
             f" WHERE id = %s AND jsonb_exists(tags, %s) RETURNING {', '.join(COLUMNS)}",
-            [tag, timezone.now(), contact_id, tag],
+            [tag, contact_id, tag],
         )
 
     def _changed_or_current(self, contact_id: int, sql: str, params: list[Any]) -> tuple[dict[str, Any], bool]:
@@ -112,8 +112,9 @@ class ContactStore:
         return Contact.objects.using(self.connection.alias).select_for_update().get(pk=contact_id)
 
     def update(self, contact_id: int, changes: dict[str, Any]) -> Any:
-        """Write the changed columns (and updated_at); returns the new updated_at."""
-        now = timezone.now()
+        """Write the changed columns (and updated_at, the database's now for this unit of work: kernel.clock);
+        returns the new updated_at."""
+        now = clock.now()
         values = {**changes, "updated_at": now}
         fields = [cast(models.Field, Contact._meta.get_field(name)) for name in values]
         params = [field.get_db_prep_save(values[field.name], self.connection) for field in fields]

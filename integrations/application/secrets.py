@@ -13,6 +13,7 @@ from django.utils import timezone
 from accounts.models import Account
 from integrations.domain.signing import generate_secret
 from integrations.infrastructure.models import WebhookSigningSecret
+from kernel import clock
 
 
 class UnknownAccount(LookupError):
@@ -90,6 +91,6 @@ def webhook_secret_rotate(*, account_id: int) -> WebhookSigningSecret:
     record = WebhookSigningSecret.objects.select_for_update().get(pk=record.pk)
     record.previous_secret = record.secret
     record.secret = generate_secret()
-    record.rotated_at = timezone.now()
+    record.rotated_at = clock.now()  # the database's: the grace is judged on other hosts
     record.save(update_fields=["previous_secret", "secret", "rotated_at"])
     return record

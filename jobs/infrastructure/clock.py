@@ -11,9 +11,10 @@ the database's, read through the same seam (`host_now`).
 from __future__ import annotations
 
 import time
-from datetime import datetime
+import weakref
+from datetime import datetime, timedelta
 
-from django.db import connections
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.utils import timezone
 
 from jobs.infrastructure.database import queue_database
@@ -54,3 +55,39 @@ def ages(*moments: float, at: float | None = None) -> list[float]:
     found = [at - moment for moment in moments]
     shift = max(0.0, -min(found, default=0.0))
     return [age + shift for age in found]
+
+
+# The database's now, remembered for the transaction that read it: one read per unit of work.
+_REMEMBERED = "_relay_transaction_now"
+
+
+def _outermost(connection) -> object | None:
+    """The outermost atomic block the code opened on the connection, if one is open (a test case's own
+    wrapping transaction is not the code's unit of work)."""
+    if not connection.in_atomic_block:
+        return None
+    return next((b for b in connection.atomic_blocks if not getattr(b, "_from_testcase", False)), None)
+
+
+def remember(connection, now: datetime) -> None:
+    """`now` (just read from the database) stands for the rest of the connection's open transaction, if any:
+    what `transaction_now` counts from there, without reading again."""
+    block = _outermost(connection)
+    if block is not None:
+        setattr(connection, _REMEMBERED, (weakref.ref(block), now, time.monotonic()))
+
+
+def transaction_now(using: str = DEFAULT_DB_ALIAS) -> datetime:
+    """The database's now for the caller's unit of work, one read per transaction: the now its transaction
+    read (or remembered from a read it made anyway, a run's row) plus how long this host has counted since
+    (a difference, on the monotonic clock), so two events of one transaction keep their order. Outside a
+    transaction, read each time. On SQLite, this host's clock (one host)."""
+    connection = connections[using]
+    block = _outermost(connection)
+    if block is not None:
+        found = getattr(connection, _REMEMBERED, None)
+        if found is not None and found[0]() is block:
+            return found[1] + timedelta(seconds=time.monotonic() - found[2])
+    now = now_of(connection)
+    remember(connection, now)
+    return now

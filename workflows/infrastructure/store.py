@@ -316,12 +316,14 @@ class RunStore:
             self.read_at = clock.now_of(self.connection)  # SQLite: one host, its clock is the database's
             return rows
         self.read_at = rows[0][-1] if rows else None
+        if self.read_at is not None:  # what the rest of this transaction calls now (its contacts' events)
+            clock.remember(self.connection, self.read_at)
         return [row[:-1] for row in rows]
 
     def now(self) -> datetime:
-        """The database's now for this unit of work: as of the last read of runs, or read now (a round trip)."""
+        """The database's now for this unit of work: as of the last read of runs, or its transaction's."""
         if self.read_at is None:
-            self.read_at = clock.now_of(self.connection)
+            self.read_at = clock.transaction_now(self.using)
         return self.read_at
 
     def _write_time(self) -> tuple[str, list[Any]]:

@@ -143,3 +143,44 @@ def test_a_worker_two_minutes_fast_stamps_job_times_retries_and_waits_on_the_dat
     on_database_clock(failed.started_at, "a failed step's log row")
     on_database_clock(step_retry.resume_at - delay, "a step retry's due time less its delay")
     assert Job.objects.get(pk=step_retry.next_job_id).run_at == step_retry.resume_at
+
+
+def test_an_event_a_worker_two_minutes_fast_raises_before_a_waits_timeout_wins_the_wait(
+    start_worker, libfaketime, settings
+):
+    """A step on that worker tags the contact 60 s before a wait_for_event's timeout (the database's clock):
+    the event must win; stamped with the worker's clock it came "after" the timeout and was refused."""
+    from contacts.infrastructure.models import Contact
+    from tests.factories import AccountFactory, ContactFactory
+    from tests.integration.workflows.support import make_workflow
+    from workflows.application.runs.starting import start_run
+    from workflows.infrastructure.models import WorkflowExecution
+
+    account = AccountFactory()
+    contact = ContactFactory(account=account)
+    waits = make_workflow(
+        account,
+        [
+            {
+                "key": "wait_vip",
+                "action_type": "wait_for_event",
+                "config": {"event": "tag.added", "match": {"tag": "vip"}, "timeout": 90, "on_timeout": "late"},
+                "next": "happened",
+            },
+            {"key": "happened", "action_type": "add_tag", "config": {"tag": "happened"}, "next": "$end"},
+            {"key": "late", "action_type": "add_tag", "config": {"tag": "late"}},
+        ],
+        name="waits for vip",
+    )
+    tags = make_workflow(account, [{"action_type": "add_tag", "config": {"tag": "vip"}}], name="tags vip")
+    worker = start_worker(
+        JOB_POLL_INTERVAL="0.2", LD_PRELOAD=libfaketime, FAKETIME=f"+{SKEW:.0f}s", FAKETIME_DONT_FAKE_MONOTONIC="1"
+    )
+    worker.wait_for_output("started", timeout=30)
+    run = start_run(workflow_id=waits.pk, contact_id=contact.pk).execution
+    wait_until(lambda: WorkflowExecution.objects.filter(pk=run.pk, status="waiting").exists(), 30, "the wait")
+    start_run(workflow_id=tags.pk, contact_id=contact.pk)
+    wait_until(
+        lambda: {"happened", "late"} & set(Contact.objects.get(pk=contact.pk).tags), 120, "the wait to end either way"
+    )
+    assert "happened" in Contact.objects.get(pk=contact.pk).tags, "the event was taken as later than the timeout"

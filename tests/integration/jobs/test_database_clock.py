@@ -145,3 +145,23 @@ def test_the_gauges_are_stamped_with_the_databases_now(fast_web_host):
     assert all(_near(at, database_now()) for at in computed)
     last = stored.last_refresh()
     assert _near(last, database_now())
+
+
+def test_a_unit_of_work_reads_the_databases_now_once_and_every_app_asks_it(fast_web_host):
+    from django.db import connection, transaction
+    from django.test.utils import CaptureQueriesContext
+
+    from kernel import clock as kernel_clock
+
+    with transaction.atomic():
+        with CaptureQueriesContext(connection) as queries:
+            first = clock.transaction_now()
+            second = kernel_clock.now()  # contacts' events ask the kernel's port: the same clock, read once
+        assert len(queries.captured_queries) == (1 if connection.vendor == "postgresql" else 0)
+        assert _near(first, clock.now_of(connection))  # the database's, not the fast host's
+        assert first < second < first + dt.timedelta(seconds=1)  # counted on from the read: still in order
+    with transaction.atomic():
+        clock.remember(connection, first - dt.timedelta(hours=1))  # a read this transaction made anyway
+        assert _near(clock.transaction_now(), first - dt.timedelta(hours=1))
+    with transaction.atomic():
+        assert _near(clock.transaction_now(), clock.now_of(connection))  # a new transaction reads again

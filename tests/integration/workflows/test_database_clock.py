@@ -26,12 +26,21 @@ SKEW = dt.timedelta(minutes=2)
 CLOSE = dt.timedelta(seconds=2)
 
 
+class FastDatetime(dt.datetime):
+    """What Django's `timezone.now` reads on a host whose clock runs two minutes fast."""
+
+    @classmethod
+    def now(cls, tz=None):
+        return dt.datetime.now(tz) + SKEW
+
+
 @pytest.fixture
 def fast_host(monkeypatch):
-    """The host's clock two minutes fast; the database's (and, on SQLite, the seam standing for it) right."""
-    real = timezone.now
-    monkeypatch.setattr(clock, "host_now", lambda: real())
-    monkeypatch.setattr(timezone, "now", lambda: real() + SKEW)
+    """The host's clock two minutes fast (`timezone.now`, however it was imported); the database's (and, on
+    SQLite, the seam standing for it) right."""
+    monkeypatch.setattr(clock, "host_now", lambda: dt.datetime.now(dt.UTC))
+    monkeypatch.setattr(timezone, "datetime", FastDatetime)
+    assert timezone.now() - dt.datetime.now(dt.UTC) > SKEW - CLOSE
 
 
 def database_now() -> dt.datetime:
@@ -186,3 +195,75 @@ def test_step_retries_recorded_together_are_due_after_the_databases_failure_time
         delay = dt.timedelta(seconds=failed.response_data["retry_in_seconds"])
         _near(run.resume_at - delay, now, "a batched retry's failure time")
         _near(failed.started_at, now, "a batched attempt's log row")
+
+
+def test_an_event_before_the_timeout_by_the_databases_clock_wins_the_wait(account, contact, fast_host):
+    """The event comes 30 s before the timeout by the database's clock, 90 s after it by the host's: it wins."""
+    run = _start(
+        account,
+        contact,
+        [
+            {
+                "key": "wait_vip",
+                "action_type": "wait_for_event",
+                "config": {"event": "tag.added", "match": {"tag": "vip"}, "timeout": 30, "on_timeout": "late"},
+                "next": "happened",
+            },
+            {"key": "happened", "action_type": "add_tag", "config": {"tag": "happened"}, "next": "$end"},
+            {"key": "late", "action_type": "add_tag", "config": {"tag": "late"}},
+        ],
+    )
+    run_due_jobs()
+    contact_add_tag(contact_id=contact.pk, tag="vip")
+    wait = EventWait.objects.get(execution=run)
+    assert wait.event_id, "the event was refused as later than the timeout"
+    _near(wait.event_at, database_now(), "the event's time on the wait")
+    run_due_jobs()
+    assert "happened" in contact.__class__.objects.get(pk=contact.pk).tags
+
+
+def test_a_goal_is_met_at_the_databases_now(account, contact, fast_host):
+    from workflows.application.workflows import WorkflowService
+    from workflows.infrastructure.models import GoalHit
+
+    bought = {"name": "Bought", "conditions": [{"field": "tags", "op": "contains", "value": "customer"}]}
+    service = WorkflowService()
+    workflow = service.create(
+        account_id=account.pk,
+        name="Nurture",
+        steps=[{"action_type": "wait", "config": {"duration": 600}}],
+        goals=[bought],
+        reenrollment="always",
+    )
+    service.publish(workflow_id=workflow.pk)
+    run = start_run(workflow_id=workflow.pk, contact_id=contact.pk).execution
+    run_due_jobs()
+    contact_add_tag(contact_id=contact.pk, tag="customer")
+    _near(GoalHit.objects.get(execution=run).met_at, database_now(), "the goal's met_at")
+    run_due_jobs()
+    run.refresh_from_db()
+    assert run.end_reason == "goal met: Bought"
+    _near(run.completed_at, database_now(), "the run the goal ended")
+
+
+def test_a_tracked_event_is_stored_at_the_databases_now(account, contact, fast_host):
+    from contacts.application.events import record_contact_event
+    from contacts.infrastructure.models import Event
+
+    record_contact_event(account_id=account.pk, contact_id=contact.pk, name="email.opened", data={"step": 1})
+    _near(Event.objects.get(name="email.opened").occurred_at, database_now(), "a tracked open's occurred_at")
+
+
+def test_a_contacts_changes_are_stamped_with_the_databases_now(account, contact, fast_host):
+    from contacts.application.services import contact_remove_tag
+
+    contact_add_tag(contact_id=contact.pk, tag="vip")
+    _near(contact.__class__.objects.get(pk=contact.pk).updated_at, database_now(), "a tagged contact's updated_at")
+    contact_remove_tag(contact_id=contact.pk, tag="vip")
+    _near(contact.__class__.objects.get(pk=contact.pk).updated_at, database_now(), "an untagged contact's updated_at")
+    run = _start(account, contact, [{"action_type": "update_contact", "config": {"custom_fields": {"plan": "pro"}}}])
+    run_due_jobs()
+    run.refresh_from_db()
+    changed = contact.__class__.objects.get(pk=contact.pk)
+    assert changed.custom_fields["plan"] == "pro"
+    _near(changed.updated_at, run.completed_at, "a contact a step changed")
