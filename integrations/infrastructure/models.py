@@ -1,7 +1,13 @@
-"""Integrations' tables: each account's webhook signing secret."""
+"""Integrations' tables: each account's webhook signing secret, inbound SMS ids, SMS conversations, and the
+account's sending settings (send windows, frequency caps)."""
 
+from collections.abc import Callable
+
+from django.core.exceptions import ValidationError
 from django.db import models
 
+from integrations.domain.sending.problems import Problems
+from integrations.domain.sending.settings import parse_account_settings
 from integrations.domain.signing import mask_secret
 
 
@@ -75,3 +81,54 @@ class SmsConversation(models.Model):
 
     def __str__(self) -> str:
         return f"SMS conversation of contact {self.contact_id} from {self.from_number}"
+
+
+def _problems_as_error(check: Callable[[Problems], object]) -> None:
+    problems = Problems()
+    check(problems)
+    if problems:
+        raise ValidationError([str(problem) for problem in problems])
+
+
+def validate_send_windows(value: object) -> None:
+    _problems_as_error(lambda problems: parse_account_settings({"send_windows": value}, "", problems))
+
+
+def validate_frequency_caps(value: object) -> None:
+    _problems_as_error(lambda problems: parse_account_settings({"frequency_caps": value}, "", problems))
+
+
+class SendingSettings(models.Model):
+    """An account's sending rules (integrations.domain.sending.settings): a send window per channel, the
+    frequency caps, and what happens to a message over a cap. An account without this row, or a channel not
+    in `send_windows`, has the built-in default: the US federal window for marketing SMS and calls, none for
+    email. A workflow and a step may override each (Workflow.sending_rules, a send step's config)."""
+
+    class WhenCapped(models.TextChoices):
+        DEFER = "defer", "wait until the contact is under the cap again"
+        SKIP = "skip", "skip the message"
+
+    account = models.OneToOneField("accounts.Account", on_delete=models.CASCADE, related_name="sending_settings")
+    # {"sms": "us_fl", "voice": null, "email": {"days": ["mon-fri"], "hours": ["09:00-20:00"]}}: a preset's
+    # name, a window, or null (none); a channel left out keeps the built-in default.
+    send_windows = models.JSONField(default=dict, blank=True, validators=[validate_send_windows])
+    # [{"max": 3, "days": 1}, {"max": 1, "hours": 24, "channel": "sms"}]
+    frequency_caps = models.JSONField(default=list, blank=True, validators=[validate_frequency_caps])
+    when_capped = models.CharField(max_length=8, choices=WhenCapped.choices, default=WhenCapped.DEFER)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        app_label = "integrations"
+        verbose_name = "sending settings"
+        verbose_name_plural = "sending settings"
+
+    def __str__(self) -> str:
+        return f"sending settings of account {self.account_id}"
+
+    def as_document(self) -> dict[str, object]:
+        """The settings as `parse_account_settings` reads them."""
+        return {
+            "send_windows": self.send_windows,
+            "frequency_caps": self.frequency_caps,
+            "when_capped": self.when_capped,
+        }

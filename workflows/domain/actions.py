@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from enum import StrEnum
 from typing import Any
@@ -29,6 +29,9 @@ from contacts.domain.clock import known_time_zone
 from contacts.domain.model import ContactError, normalize_tag
 from integrations.domain.channels import header_value_problem
 from integrations.domain.sending.message import Channel
+from integrations.domain.sending.problems import Problems
+from integrations.domain.sending.settings import STEP_KEYS as SENDING_STEP_KEYS
+from integrations.domain.sending.settings import StepSendingRules, parse_step_rules
 from workflows.domain.conditions import EVENT_ROOTS, RUN_ROOTS, Condition, parse_conditions
 from workflows.domain.triggers import EVENT_NAME
 from workflows.domain.validation import Reader, is_template
@@ -114,22 +117,27 @@ class RetryOverrides:
 
 
 # --- one config type per action ------------------------------------------------------------
+# A send step may override the sending rules for its message (integrations.domain.sending.settings, STEP_KEYS):
+# `purpose`, `send_window` (a preset, a window, or null: none), `frequency_caps` (a list; [] none), `when_capped`.
 @dataclass(frozen=True)
 class SendEmailConfig:
     subject: str
     text: str
     html: str | None = None
+    sending: StepSendingRules = field(default_factory=StepSendingRules)
 
 
 @dataclass(frozen=True)
 class SendSmsConfig:
     body: str
+    sending: StepSendingRules = field(default_factory=StepSendingRules)
 
 
 @dataclass(frozen=True)
 class SendVoiceConfig:
     message: str | None = None
     recording_url: str | None = None
+    sending: StepSendingRules = field(default_factory=StepSendingRules)
 
 
 @dataclass(frozen=True)
@@ -270,15 +278,26 @@ def parse_retry_overrides(reader: Reader) -> RetryOverrides:
     )
 
 
+def _sending(r: Reader) -> StepSendingRules:
+    """A send step's overrides of the sending rules, every problem by its path (steps[2].config.send_window)."""
+    problems = Problems()
+    raw = {key: r.get(key) for key in SENDING_STEP_KEYS if key in r.raw}
+    found = parse_step_rules(raw, r.path, problems)
+    for problem in problems:
+        r.error(problem.path, problem.reason)
+    return found
+
+
 def _send_email(r: Reader) -> SendEmailConfig:
     subject = r.template("subject", required=True, max_length=EMAIL_SUBJECT_MAX)
     text = r.template("text", required=True, max_length=EMAIL_TEXT_MAX)
     html = r.template("html", max_length=EMAIL_HTML_MAX)
-    return SendEmailConfig(subject=subject or "", text=text or "", html=html)
+    return SendEmailConfig(subject=subject or "", text=text or "", html=html, sending=_sending(r))
 
 
 def _send_sms(r: Reader) -> SendSmsConfig:
-    return SendSmsConfig(body=r.template("body", required=True, max_length=SMS_MAX_LENGTH) or "")
+    body = r.template("body", required=True, max_length=SMS_MAX_LENGTH) or ""
+    return SendSmsConfig(body=body, sending=_sending(r))
 
 
 def _send_voice(r: Reader) -> SendVoiceConfig:
@@ -290,7 +309,7 @@ def _send_voice(r: Reader) -> SendVoiceConfig:
         reason = http_url_problem(recording_url)
         if reason:
             r.error(r.at("recording_url"), reason)
-    return SendVoiceConfig(message=message, recording_url=recording_url)
+    return SendVoiceConfig(message=message, recording_url=recording_url, sending=_sending(r))
 
 
 def _webhook(r: Reader) -> WebhookConfig:
@@ -759,9 +778,9 @@ _PARSERS: dict[ActionType, Callable[[Reader], ActionConfig]] = {
     ActionType.END: _end,
 }
 _KEYS: dict[ActionType, tuple[str, ...]] = {
-    ActionType.SEND_EMAIL: ("subject", "text", "html"),
-    ActionType.SEND_SMS: ("body",),
-    ActionType.SEND_VOICE: ("message", "recording_url"),
+    ActionType.SEND_EMAIL: ("subject", "text", "html", *SENDING_STEP_KEYS),
+    ActionType.SEND_SMS: ("body", *SENDING_STEP_KEYS),
+    ActionType.SEND_VOICE: ("message", "recording_url", *SENDING_STEP_KEYS),
     ActionType.WEBHOOK: ("method", "url", "headers", "body", "secrets"),
     ActionType.WAIT: ("duration", "until", "time_of_day", "time_zone"),
     ActionType.UPDATE_CONTACT: ("fields", "custom_fields"),

@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
+from integrations.domain.sending.problems import Problems
+from integrations.domain.sending.settings import parse_workflow_rules
 from jobs.domain.ids import uuid7
 from workflows.domain.actions import ActionType
 from workflows.domain.errors import PublishedVersionImmutable
@@ -26,6 +29,14 @@ class TriggerSource(models.TextChoices):
     API = "api", "API"
     EVENT = "event", "event"
     SCHEDULE = "schedule", "scheduled hook"
+
+
+def validate_workflow_sending_rules(value: object) -> None:
+    """Every problem of a workflow's sending rules, each by its path."""
+    problems = Problems()
+    parse_workflow_rules(value, "sending_rules", problems)
+    if problems:
+        raise ValidationError([str(problem) for problem in problems])
 
 
 class Workflow(models.Model):
@@ -66,6 +77,10 @@ class Workflow(models.Model):
         default=None,
         help_text="Track opens and clicks of this workflow's email. Blank: the account's setting.",
     )
+    # Its sending rules over the account's (integrations.domain.sending.settings.parse_workflow_rules): purpose,
+    # whether its transactional messages are exempt from the window, windows, caps, when_capped. Read when a
+    # message is sent, not frozen in the version, like tracking: a rule tightened applies to the next message.
+    sending_rules = models.JSONField(default=dict, blank=True, validators=[validate_workflow_sending_rules])
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

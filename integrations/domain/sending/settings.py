@@ -11,7 +11,9 @@ Three layers, each read from JSON with every problem named by its path:
 - the step (`StepSendingRules`, keys of a send step's config): `purpose`, `send_window`, `frequency_caps`,
   `when_capped`.
 
-The most specific layer that sets a value wins it whole: a step's `send_window` replaces the workflow's and
+A value that does not read (a problem was reported for it) counts as not set, so stored settings that a
+later release reads differently never loosen the rules: the layer under decides. The most specific layer
+that sets a value wins it whole: a step's `send_window` replaces the workflow's and
 the account's (`null`: this step has none), a workflow's `frequency_caps` replace the account's (`[]`: none).
 Not merged key by key, so what a message obeys is always one readable value. `resolve` is the whole rule.
 """
@@ -133,7 +135,10 @@ def _window(raw: Mapping[str, Any], key: str, path: str, problems: Problems) -> 
     if key not in raw:
         return UNSET
     value = raw[key]
-    return None if value is None else parse_window(value, _at(path, key), problems)
+    if value is None:
+        return None  # said outright: no window
+    found = parse_window(value, _at(path, key), problems)
+    return UNSET if found is None else found  # a window that does not read never loosens: the layer under decides
 
 
 def _windows(raw: Mapping[str, Any], key: str, path: str, problems: Problems) -> dict[Channel, SendWindow | None]:
@@ -149,14 +154,18 @@ def _windows(raw: Mapping[str, Any], key: str, path: str, problems: Problems) ->
         except ValueError:
             problems.add(f"{where}.{name}", f"is not a channel; expected one of: {', '.join(c.value for c in Channel)}")
             continue
-        windows[channel] = None if spec is None else parse_window(spec, f"{where}.{name}", problems)
+        if spec is None:
+            windows[channel] = None
+        elif (found := parse_window(spec, f"{where}.{name}", problems)) is not None:
+            windows[channel] = found  # one that does not read is left out: the layer under decides
     return windows
 
 
 def _caps(raw: Mapping[str, Any], path: str, problems: Problems) -> Layered[tuple[FrequencyCap, ...]]:
     if "frequency_caps" not in raw:
         return UNSET
-    return parse_caps(raw["frequency_caps"], _at(path, "frequency_caps"), problems) or ()
+    found = parse_caps(raw["frequency_caps"], _at(path, "frequency_caps"), problems)
+    return UNSET if found is None else found
 
 
 def _when_capped(raw: Mapping[str, Any], path: str, problems: Problems) -> Layered[WhenCapped]:
@@ -195,10 +204,11 @@ def parse_account_settings(raw: Any, path: str, problems: Problems) -> AccountSe
     if found is None:
         return AccountSendingSettings()
     _unknown(found, ACCOUNT_KEYS, path, problems)
+    windows = _windows(found, "send_windows", path, problems)
     caps = _caps(found, path, problems)
     when_capped = _when_capped(found, path, problems)
     return AccountSendingSettings(
-        windows=_windows(found, "send_windows", path, problems),
+        windows=windows,
         caps=() if caps is UNSET else caps,
         when_capped=WhenCapped.DEFER if when_capped is UNSET else when_capped,
     )

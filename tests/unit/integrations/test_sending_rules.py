@@ -452,3 +452,15 @@ def test_window_specs_read_days_ranges_wrapping_presets_with_holidays_and_midnig
     assert parse_caps([{"max": 2, "hours": 48, "channel": "voice"}], "c", problems) == (
         FrequencyCap(limit=2, hours=48, channel=Channel.VOICE),
     )
+
+
+def test_a_setting_that_does_not_read_never_loosens_the_rules():
+    problems = Problems()
+    account = parse_account_settings(
+        {"send_windows": {"sms": "us_texas"}, "frequency_caps": [{"max": 1, "days": 1}]}, "", problems
+    )
+    workflow = parse_workflow_rules({"send_window": {"days": []}, "frequency_caps": "none"}, "", problems)
+    assert [p.path for p in problems] == ["send_windows.sms", "send_window.days", "send_window.hours", "frequency_caps"]
+    _, rules = resolve(account=account, channel=Channel.SMS, workflow=workflow)
+    assert rules.window == PRESETS["us_federal"].window  # not "no window"
+    assert rules.caps == (FrequencyCap(limit=1, days=1),)  # not "no caps"
