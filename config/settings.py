@@ -276,6 +276,10 @@ MIDDLEWARE.insert(
     MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
     "api.middleware.ApiBodyLimitMiddleware",
 )
+# A NUL in a form field, a query parameter or the path: 400 naming it, before any view (kernel/storable_text.py).
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("api.middleware.ApiBodyLimitMiddleware") + 1, "config.middleware.RefuseNulMiddleware"
+)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["accounts.api.authentication.BearerTokenAuthentication"],

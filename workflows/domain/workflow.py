@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from kernel.storable_json import find_unstorable
 from workflows.domain.actions import (
     DECIDING_ACTIONS,
     END,
@@ -127,6 +128,14 @@ def parse_definition(
 ) -> WorkflowDefinition:
     """Check a whole workflow; raise WorkflowValidationError listing every problem, each with its path."""
     errors: list[FieldError] = []
+    # What the database cannot store (a NUL, a lone surrogate, NaN), from the admin's JSON and form fields as
+    # from the API: refused by its path before any other rule reads it (each step's in _parse_steps).
+    for path, part in (("trigger", trigger), ("goals", goals)):
+        found = find_unstorable(part, path)
+        if found is not None:
+            errors.append(FieldError(found.path, found.reason))
+    if errors:
+        raise WorkflowValidationError(errors)
     trigger_reader = Reader(trigger if trigger is not None else {}, "trigger", context)
     parsed_trigger = parse_trigger(trigger_reader)
     errors.extend(trigger_reader.errors)
@@ -173,6 +182,9 @@ def _parse_steps(
     before = len(errors)
     for index, raw in enumerate(raw_steps):
         step_path = f"{path}[{index}]"
+        unstorable = find_unstorable(raw, step_path)  # a NUL in a webhook body typed as JSON, a surrogate, NaN
+        if unstorable is not None:
+            errors.append(FieldError(unstorable.path, unstorable.reason))
         step_reader = Reader(raw, step_path, context)
         name = step_reader.string("name", max_length=MAX_STEP_NAME, default="") or ""
         kind = step_reader.string("action_type", required=True, max_length=50, choices=[a.value for a in ActionType])

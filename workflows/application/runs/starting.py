@@ -23,6 +23,7 @@ from contacts.infrastructure.models import Contact
 from jobs.application.queue import enqueue_many
 from jobs.domain.ids import uuid7
 from kernel.failures import format_error
+from kernel.storable_json import find_unstorable
 from workflows.application.chain import current_origin
 from workflows.application.definitions import LoadedVersion, load_version
 from workflows.application.errors import ContactNotFound, WorkflowNotFound
@@ -460,6 +461,9 @@ def _check_trigger_data(data: Mapping[str, Any] | None, path: str = "trigger_dat
         return {}
     if not isinstance(data, Mapping):
         raise WorkflowValidationError.single(path, "must be a JSON object")
+    found = find_unstorable(dict(data), path)  # a NUL from the admin's "Start a run", an SMS reply, an event
+    if found is not None:
+        raise WorkflowValidationError.single(found.path, found.reason)
     try:
         encoded = json.dumps(data, allow_nan=False)
     except (TypeError, ValueError):
