@@ -29,6 +29,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
 
 from api.problems import InvalidInput
+from api.serializers import NOT_BLANK
 
 MAX_TEXT = 254
 
@@ -52,6 +53,7 @@ class Filter:
 @dataclass(frozen=True)
 class Text(Filter):
     max_length: int = MAX_TEXT
+    schema: Mapping[str, Any] | None = None  # what the value must be, when the view checks more (a tag's rules)
 
     def parse(self, raw: str) -> str:
         if not raw.strip():
@@ -63,7 +65,11 @@ class Text(Filter):
         return raw
 
     def parameter(self) -> OpenApiParameter:
-        return OpenApiParameter(self.name, OpenApiTypes.STR, OpenApiParameter.QUERY, description=self.description)
+        # Not blank (some character that is not white space), at most max_length; NUL is refused everywhere.
+        schema = {"type": "string", "minLength": 1, "maxLength": self.max_length, "pattern": NOT_BLANK}
+        return OpenApiParameter(
+            self.name, dict(self.schema or schema), OpenApiParameter.QUERY, description=self.description
+        )
 
 
 @dataclass(frozen=True)
@@ -143,7 +149,8 @@ class Integer(Filter):
         return value
 
     def parameter(self) -> OpenApiParameter:
-        return OpenApiParameter(self.name, OpenApiTypes.INT, OpenApiParameter.QUERY, description=self.description)
+        schema = {"type": "integer", "minimum": self.minimum, "maximum": self.maximum}
+        return OpenApiParameter(self.name, schema, OpenApiParameter.QUERY, description=self.description)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from rest_framework.response import Response
 
 from api.problems import InvalidInput, Unprocessable
 from idempotency.application.services import remember
-from idempotency.domain.keys import Answer, InvalidKey, KeyReused, check_key, fingerprint
+from idempotency.domain.keys import MAX_KEY_LENGTH, Answer, InvalidKey, KeyReused, check_key, fingerprint
 
 HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
@@ -31,7 +31,8 @@ KEPT_HEADERS = ("Location",)
 
 IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
     HEADER,
-    str,
+    # idempotency.domain.keys.check_key: printable ASCII, 1 to 200 characters, not only spaces.
+    {"type": "string", "minLength": 1, "maxLength": MAX_KEY_LENGTH, "pattern": "^[ -~]*[!-~][ -~]*$"},
     OpenApiParameter.HEADER,
     required=False,
     description="Optional; a UUID is a good key. A retry with the same key and the same body gets the first "

@@ -19,6 +19,7 @@ from rest_framework.exceptions import NotFound as DRFNotFound
 from rest_framework.pagination import CursorPagination
 
 from api.problems import InvalidInput
+from api.serializers import CHECKED
 
 
 class ApiCursorPagination(CursorPagination):
@@ -77,4 +78,6 @@ class ApiCursorPagination(CursorPagination):
         for parameter in parameters:
             if parameter["name"] == self.page_size_query_param:
                 parameter["schema"] = {"type": "integer", "minimum": 1}
+            if parameter["name"] == self.cursor_query_param:
+                parameter["schema"] = {"type": "string", CHECKED: "only a cursor this API wrote is valid"}
         return parameters

@@ -12,10 +12,14 @@ from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.plumbing import force_instance, is_patched_serializer
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 
 from api.problems import PROBLEM_CONTENT_TYPE
+from api.serializers import CHECKED, NOT_BLANK, StrictSerializer
+
+__all__ = ["CHECKED", "ApiAutoSchema", "problems"]
 
 
 class FieldErrorSerializer(serializers.Serializer):
@@ -44,6 +48,33 @@ _BODY_METHODS = {"POST", "PUT", "PATCH"}
 
 
 class ApiAutoSchema(AutoSchema):
+    def _map_serializer(self, serializer, direction, bypass_extensions=False):
+        """A StrictSerializer refuses fields it does not know: its request body says so (additionalProperties)
+        and adds what its class declares that the fields alone do not say (`schema_required`, `schema_extra`)."""
+        schema = super()._map_serializer(serializer, direction, bypass_extensions)
+        if direction == "request" and isinstance(serializer, StrictSerializer):
+            schema["additionalProperties"] = False
+            if serializer.schema_required and not is_patched_serializer(serializer, direction):
+                schema["required"] = sorted({*schema.get("required", []), *serializer.schema_required})
+            schema.update(serializer.schema_extra(patch=is_patched_serializer(serializer, direction)))
+        return schema
+
+    def _get_request_for_media_type(self, serializer, direction="request"):
+        """A body whose schema needs one of several fields (`anyOf` of `required`) is required: no body is {}."""
+        schema, required = super()._get_request_for_media_type(serializer, direction)
+        instance = force_instance(serializer)
+        if not required and isinstance(instance, StrictSerializer) and self.method != "PATCH":
+            required = any("required" in option for option in instance.schema_extra(patch=False).get("anyOf", []))
+        return schema, required
+
+    def _map_serializer_field(self, field, direction, bypass_extensions=False):
+        """A text field that trims and may not be blank refuses white space alone: its schema says so."""
+        schema = super()._map_serializer_field(field, direction, bypass_extensions)
+        trims = isinstance(field, serializers.CharField) and getattr(field, "trim_whitespace", False)
+        if direction == "request" and trims and not field.allow_blank and schema and "pattern" not in schema:
+            schema["pattern"] = NOT_BLANK
+        return schema
+
     def _requires_auth(self) -> bool:
         return not all(issubclass(p, AllowAny) for p in getattr(self.view, "permission_classes", []))
 

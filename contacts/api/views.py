@@ -9,7 +9,7 @@ from accounts.domain.roles import Permission
 from api.filters import Boolean, FilterSet, Text, Timestamp
 from api.problems import InvalidInput
 from api.views import AccountView, no_content
-from contacts.api.serializers import ContactChangeIn, ContactCreateIn, ContactOut, ContactReplaceIn, TagIn
+from contacts.api.serializers import TAG_SCHEMA, ContactChangeIn, ContactCreateIn, ContactOut, ContactReplaceIn, TagIn
 from contacts.application.selectors import contact_get, contact_list
 from contacts.application.services import (
     contact_add_tag,
@@ -20,7 +20,7 @@ from contacts.application.services import (
 )
 from contacts.domain.model import ConsentSource, ContactError
 
-TAG_PARAM = OpenApiParameter("tag", str, OpenApiParameter.PATH, description="The tag, URL-encoded.")
+TAG_PARAM = OpenApiParameter("tag", TAG_SCHEMA, OpenApiParameter.PATH, description="The tag, URL-encoded.")
 
 
 class ContactView(AccountView):
@@ -30,7 +30,7 @@ class ContactView(AccountView):
 
 class ContactListView(ContactView):
     filters = FilterSet(
-        Text("tag", "Only contacts with this tag (case-insensitive)."),
+        Text("tag", "Only contacts with this tag (case-insensitive).", schema=TAG_SCHEMA),
         Text("email", "Only the contact with this email address (case-insensitive)."),
         Text("phone", "Only contacts with this phone number (exact, E.164)."),
         Boolean("unsubscribed", "true: only contacts who unsubscribed from email; false: only those who did not."),

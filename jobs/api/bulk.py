@@ -32,6 +32,10 @@ class BulkFilterIn(StrictSerializer):
     filter_keys: ClassVar[tuple[str, ...]] = ()
     rows: ClassVar[str] = "row"
 
+    @classmethod
+    def schema_extra(cls, *, patch: bool) -> dict[str, Any]:
+        return {"anyOf": [{"required": [key]} for key in cls.filter_keys]}
+
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
         if not any(key in data for key in self.filter_keys):
             keys = ", ".join(self.filter_keys)

@@ -4,6 +4,7 @@ webhook step's are (workflows.domain.redaction)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
@@ -13,9 +14,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.domain.roles import Permission
+from api.converters import ID_SCHEMA
 from api.filters import Choice, FilterSet
-from api.serializers import StrictSerializer
+from api.serializers import CHECKED, NOT_BLANK, StrictSerializer
 from api.views import AccountView, no_content
+from workflows.api.serializers import CONDITION_SCHEMA, CUSTOM_EVENT_SCHEMA
 from workflows.api.views import WORKFLOW_ERRORS
 from workflows.application.scheduled_hooks import (
     hook_create,
@@ -28,23 +31,126 @@ from workflows.application.scheduled_hooks import (
 )
 from workflows.domain.redaction import shown_header, shown_json, shown_url
 from workflows.domain.scheduled_hooks import HookAction, HookStatus
+from workflows.domain.triggers import MAX_CONDITIONS
 from workflows.infrastructure.models import ScheduledHook, ScheduledHookRun
 
 HOOK_STATUS_CHOICES = [s.value for s in HookStatus]
 
 
+# --- What a hook's fields take, for the schema (the service checks them: workflows.domain.scheduled_hooks) ---
+
+_FILTER = {
+    "type": "array",
+    "maxItems": MAX_CONDITIONS,
+    "items": CONDITION_SCHEMA,
+    "description": "Conditions on the contact; all must hold. Empty: every contact of the account.",
+    CHECKED: "at most SCHEDULED_HOOK_MAX_CONTACTS_PER_TICK (10,000) contacts may match",
+}
+_DATA = {"type": "object", "description": "Any JSON object (at most 64 KB): each run's or event's data."}
+_ACTION_SCHEMA = {
+    "description": "What each tick does: start a workflow for each contact matching `filter`, post an event for "
+    "each, or deliver one signed webhook.",
+    "oneOf": [
+        {
+            "title": "start_workflow",
+            "type": "object",
+            "properties": {
+                "type": {"type": "string", "enum": [HookAction.START_WORKFLOW.value]},
+                "workflow": {**ID_SCHEMA, "description": "A workflow of this account."},
+                "filter": _FILTER,
+                "data": _DATA,
+            },
+            "required": ["type", "workflow"],
+            "additionalProperties": False,
+        },
+        {
+            "title": "post_event",
+            "type": "object",
+            "properties": {
+                "type": {"type": "string", "enum": [HookAction.POST_EVENT.value]},
+                "event": CUSTOM_EVENT_SCHEMA,
+                "filter": _FILTER,
+                "data": _DATA,
+            },
+            "required": ["type", "event"],
+            "additionalProperties": False,
+        },
+        {
+            "title": "deliver_webhook",
+            "type": "object",
+            "properties": {
+                "type": {"type": "string", "enum": [HookAction.DELIVER_WEBHOOK.value]},
+                "url": {
+                    "type": "string",
+                    "maxLength": 2048,
+                    "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://",
+                    CHECKED: "the SSRF guard's: an address on the public internet (or in WEBHOOK_ALLOWED_HOSTS)",
+                },
+                "method": {"type": "string", "enum": ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]},
+                "headers": {
+                    "type": "object",
+                    "maxProperties": 50,
+                    "additionalProperties": {"type": "string", "maxLength": 4000},
+                    # OpenAPI 3.0 has no propertyNames: the names' rule is in words.
+                    CHECKED: "names are HTTP tokens of 1 to 100 characters, not Relay's own (host, content-length, "
+                    "webhook-id, webhook-signature, ...); values are visible text on one line",
+                },
+                "body": {"description": "Any JSON value, sent as the request's body."},
+            },
+            "required": ["type", "url"],
+            "additionalProperties": False,
+        },
+    ],
+}
+
+
+@extend_schema_field({"type": "string", "minLength": 1, "maxLength": 200, "pattern": NOT_BLANK})
+class HookNameField(serializers.JSONField):
+    pass
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "format": "cron",
+        "description": "Five-field cron expression (minute hour day month weekday), read in `timezone`.",
+        CHECKED: "a cron expression that fires, ticks at least SCHEDULED_HOOK_MIN_INTERVAL_MINUTES (15) apart",
+    }
+)
+class CronField(serializers.JSONField):
+    pass
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "format": "iana-time-zone",
+        "description": "IANA time zone name, e.g. Europe/Paris; default UTC.",
+        CHECKED: "a time zone of the IANA database",
+    }
+)
+class TimeZoneField(serializers.JSONField):
+    pass
+
+
+@extend_schema_field(_ACTION_SCHEMA)
+class ActionField(serializers.JSONField):
+    pass
+
+
 class HookIn(StrictSerializer):
     """Refuses unknown fields; every value is the service's to check, so all problems come in one answer."""
 
-    name = serializers.JSONField(required=False, help_text="1 to 200 characters.")
-    cron = serializers.JSONField(required=False, help_text="Five-field cron expression, read in `timezone`.")
-    timezone = serializers.JSONField(required=False, help_text="IANA time zone name; default UTC.")
-    action = serializers.JSONField(
-        required=False,
-        help_text='{"type": "start_workflow", "workflow": id, "filter": [...], "data": {...}} | '
-        '{"type": "post_event", "event": name, "filter": [...], "data": {...}} | '
-        '{"type": "deliver_webhook", "url": ..., "method": ..., "headers": {...}, "body": ...}',
-    )
+    schema_required = ("name", "cron", "action")
+
+    @classmethod
+    def schema_extra(cls, *, patch: bool) -> Mapping[str, object]:
+        return {CHECKED: "an account has at most SCHEDULED_HOOK_MAX_PER_ACCOUNT (50) scheduled hooks"}
+
+    name = HookNameField(required=False)
+    cron = CronField(required=False)
+    timezone = TimeZoneField(required=False)
+    action = ActionField(required=False)
 
 
 @extend_schema_field(OpenApiTypes.OBJECT)

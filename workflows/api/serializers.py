@@ -16,7 +16,7 @@ from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from api.converters import ID_SCHEMA
-from api.serializers import StrictSerializer
+from api.serializers import CHECKED, NOT_BLANK, StrictSerializer
 from workflows.application.selectors import has_unpublished_changes
 from workflows.domain.actions import MAX_STEP_NAME, MAX_STEPS, ActionType
 from workflows.domain.execution import ExecutionStatus, StepOutcome, run_path
@@ -66,6 +66,8 @@ CONDITION_SCHEMA = {
         },
     },
     "required": ["field", "op"],
+    "additionalProperties": False,
+    CHECKED: "the field must be one this condition may read, and the value must fit the op",
 }
 TRIGGER_SCHEMA = {
     "type": "object",
@@ -76,8 +78,13 @@ TRIGGER_SCHEMA = {
             "type": "string",
             "maxLength": 100,
             "description": f"For event triggers: {', '.join(BUILTIN_EVENTS)} or a custom name sent to /events.",
+            CHECKED: "required by an event trigger, refused by the others; a custom event must be declared",
         },
-        "tag": {"type": "string", "description": "For tag.added / tag.removed: only this tag (blank: any)."},
+        "tag": {
+            "type": "string",
+            "description": "For tag.added / tag.removed: only this tag (blank: any).",
+            CHECKED: "only with the tag.added and tag.removed events; a tag as contacts take it",
+        },
         "filter": {
             "type": "array",
             "maxItems": MAX_CONDITIONS,
@@ -85,6 +92,7 @@ TRIGGER_SCHEMA = {
             "description": "Conditions on the contact at the time of the event; all must hold.",
         },
     },
+    "additionalProperties": False,
 }
 _TARGET = {
     "type": "string",
@@ -197,12 +205,14 @@ STEP_SCHEMA = {
             "description": 'The key of the step that follows, or "$end"; missing: the following step in order '
             "(after the last, the run completes). branch, split and end steps choose in their config instead.",
         },
+        "position": {"description": "Accepted and ignored: the order of the list decides."},
     },
     "required": ["action_type"],
+    "additionalProperties": False,
 }
 
 
-@extend_schema_field({"type": "string", "maxLength": 200})
+@extend_schema_field({"type": "string", "minLength": 1, "maxLength": 200, "pattern": NOT_BLANK})
 class NameField(serializers.JSONField):
     pass
 
@@ -213,7 +223,7 @@ GOAL_SCHEMA = {
         "name": {"type": "string", "maxLength": 100, "description": "Shown in the run's end reason: goal met: <name>."},
         "conditions": {
             "type": "array",
-            "items": {"type": "object"},
+            "items": CONDITION_SCHEMA,
             "description": 'All must hold, e.g. [{"field": "tags", "op": "contains", "value": "customer"}] or '
             '[{"field": "event.name", "op": "equals", "value": "order.paid"}]: over the contact, trigger.<path> and '
             "event.<path> (the event being judged).",
@@ -225,6 +235,7 @@ GOAL_SCHEMA = {
         },
     },
     "required": ["name", "conditions"],
+    "additionalProperties": False,
 }
 
 
@@ -234,6 +245,7 @@ GOAL_SCHEMA = {
         "items": GOAL_SCHEMA,
         "description": "When an event makes an enrolled contact meet a goal, its run ends COMPLETED (reason "
         "'goal met: <name>') wherever it is, or goes to the step `then` names. The first goal met wins.",
+        CHECKED: "conditions in the condition language; `then` names a step of the workflow",
     }
 )
 class GoalsField(serializers.JSONField):
@@ -242,7 +254,10 @@ class GoalsField(serializers.JSONField):
 
 @extend_schema_field({"type": "boolean", "nullable": True})
 class TrackingField(serializers.JSONField):
-    pass
+    """true, false, or null: the account's setting (Account.track_email_engagement)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(allow_null=True, **kwargs)
 
 
 @extend_schema_field({"type": "string", "maxLength": 5000})
@@ -260,7 +275,15 @@ class ReenrollmentField(serializers.JSONField):
     pass
 
 
-@extend_schema_field({"type": "array", "maxItems": MAX_STEPS, "items": STEP_SCHEMA})
+@extend_schema_field(
+    {
+        "type": "array",
+        "maxItems": MAX_STEPS,
+        "items": STEP_SCHEMA,
+        CHECKED: "the step graph (every next exists, every step is reachable and can end, a loop passes a wait) "
+        "and each action's settings (templates, URLs through the SSRF guard, tags, durations)",
+    }
+)
 class StepsField(serializers.JSONField):
     pass
 
@@ -577,9 +600,22 @@ class ExecutionDetailOut(ExecutionOut):
 # --- Events ---------------------------------------------------------------------------------------
 
 
+# A custom event's name: Relay's own events happen when the contact changes, and cannot be posted.
+CUSTOM_EVENT_SCHEMA = {
+    "type": "string",
+    "pattern": f"^{EVENT_NAME.pattern}$",
+    "not": {"enum": sorted({*BUILTIN_EVENTS, *UNTRIGGERABLE_EVENTS})},
+}
+
+
+@extend_schema_field(CUSTOM_EVENT_SCHEMA)
+class CustomEventField(serializers.CharField):
+    pass
+
+
 @extend_schema_serializer(component_name="Event")
 class EventIn(StrictSerializer):
-    name = serializers.CharField(max_length=100, help_text="Your event's name, e.g. order.paid.")
+    name = CustomEventField(max_length=100, help_text="Your event's name, e.g. order.paid.")
     contact = serializers.IntegerField(
         min_value=1, max_value=ID_SCHEMA["maximum"], help_text="A contact of your account."
     )

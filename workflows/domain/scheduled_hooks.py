@@ -167,7 +167,7 @@ def _parse_action(
         errors.append(FieldError("action", 'is required: an object with a "type"'))
         return HookAction.DELIVER_WEBHOOK, {}, []
     kind = raw.get("type")
-    if kind not in {a.value for a in HookAction}:
+    if not isinstance(kind, str) or kind not in {a.value for a in HookAction}:  # a list or object is unhashable
         errors.append(FieldError("action.type", f"must be one of: {', '.join(a.value for a in HookAction)}"))
         return HookAction.DELIVER_WEBHOOK, {}, []
     action = HookAction(kind)

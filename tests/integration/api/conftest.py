@@ -12,7 +12,12 @@ from accounts.application.tokens import api_token_create
 from jobs.application.queue import enqueue
 from jobs.domain.states import JobStatus
 from jobs.models import Job
-from tests.factories import MembershipFactory
+from tests.factories import ContactFactory, MembershipFactory, UserFactory
+from tests.integration.workflows.support import make_workflow
+from workflows.application.runs.operating import pause_run
+from workflows.application.runs.starting import start_run
+from workflows.application.workflows import WorkflowService
+from workflows.models import ExecutionLog, WorkflowExecution
 
 
 class Caller(APIClient):
@@ -21,6 +26,20 @@ class Caller(APIClient):
     token: str
     token_id: int
     user: object
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """How much the live schemathesis run sent, for CI's log (figures to quote, and a run that sent nothing)."""
+    import sys
+    import time
+
+    live = sys.modules.get("tests.integration.api.test_schema_live")
+    if live is not None and live.SENT:
+        terminalreporter.write_line(
+            f"schemathesis (positive data, live server): {sum(live.SENT.values())} requests over "
+            f"{len(live.SENT)} operations in {time.monotonic() - live.STARTED[0]:.0f} s, "
+            f"at most {live.EXAMPLES} generated examples per operation"
+        )
 
 
 def client_for(user, account) -> Caller:
@@ -110,3 +129,61 @@ def assert_problem(response, status: int, *, type_: str | None = None) -> dict:
 
 def error_fields(body: dict) -> list[str]:
     return [e["field"] for e in body.get("errors", [])]
+
+
+@pytest.fixture
+def world(db, make_job, settings):
+    """A superuser who owns an account (so both account and operator endpoints answer), with data to find."""
+    settings.API_THROTTLE_RATE = ""  # the fuzzer sends far more than a client would
+    user = UserFactory(is_superuser=True, is_staff=True)
+    account = MembershipFactory(user=user, role="owner").account
+    _, secret = api_token_create(user_id=user.pk, account_id=account.pk)
+    contacts = [ContactFactory(account=account, tags=["vip"]) for _ in range(3)]
+    jobs = [make_job(account=account, status=status) for status in JobStatus]
+    workflows = _workflows(account)
+    runs = _runs(workflows[0], contacts)
+    return {
+        "token": secret,
+        "account": account.pk,
+        "contacts": [c.pk for c in contacts],
+        "jobs": [str(j.pk) for j in jobs],
+        "workflows": [w.pk for w in workflows],
+        "runs": [str(r.pk) for r in runs],
+    }
+
+
+def _workflows(account) -> list:
+    """Active (with a webhook step whose credentials must never show), draft, paused and archived."""
+    hook = {
+        "action_type": "webhook",
+        "config": {"url": "https://hooks.example.com/T0/secret", "headers": {"Authorization": "Bearer x-secret-1"}},
+    }
+    tag = {"action_type": "add_tag", "config": {"tag": "seen"}}
+    trigger = {"type": "event", "event": "order.paid"}
+    active = make_workflow(account, [hook, tag], trigger=trigger, reenrollment="always")
+    draft = make_workflow(account, [tag], publish=False)
+    paused = make_workflow(account, [tag])
+    WorkflowService().pause(workflow_id=paused.pk)
+    archived = make_workflow(account, [tag])
+    WorkflowService().archive(workflow_id=archived.pk)
+    return [active, draft, paused, archived]
+
+
+def _runs(workflow, contacts) -> list:
+    """Runs in several states, one with a log row."""
+    runs = [start_run(workflow_id=workflow.pk, contact_id=c.pk).execution for c in contacts]
+    pause_run(execution_id=runs[1].pk)
+    WorkflowExecution.objects.filter(pk=runs[2].pk).update(status="failed", last_error="ServerFailure: 503")
+    ExecutionLog.objects.create(
+        execution=runs[2],
+        step_index=0,
+        step_name="hook",
+        action_type="webhook",
+        attempt_number=1,
+        outcome="failed",
+        started_at=runs[2].created_at,
+        error_category="server_error",
+        error_details="ServerFailure: 503",
+        response_data={"status_code": 503},
+    )
+    return runs

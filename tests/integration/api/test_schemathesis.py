@@ -11,9 +11,9 @@ Bounded and deterministic for CI: API_FUZZ_EXAMPLES examples per operation
     API_FUZZ_EXAMPLES=500 API_FUZZ_RANDOM=1 .venv/bin/python -m pytest tests/integration/api/test_schemathesis.py
 """
 
+import json
 import os
 
-import pytest
 import schemathesis
 from django.test.client import ClientHandler
 from hypothesis import HealthCheck, Phase, settings
@@ -24,15 +24,6 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
-
-from accounts.application.tokens import api_token_create
-from jobs.domain.states import JobStatus
-from tests.factories import ContactFactory, MembershipFactory, UserFactory
-from tests.integration.workflows.support import make_workflow
-from workflows.application.runs.operating import pause_run
-from workflows.application.runs.starting import start_run
-from workflows.application.workflows import WorkflowService
-from workflows.models import ExecutionLog, WorkflowExecution
 
 EXAMPLES = int(os.environ.get("API_FUZZ_EXAMPLES", "30"))
 DERANDOMIZE = os.environ.get("API_FUZZ_RANDOM") != "1"
@@ -64,63 +55,6 @@ def django_wsgi(environ, start_response):
 schema = schemathesis.openapi.from_wsgi("/api/v1/schema/", django_wsgi)
 
 
-@pytest.fixture
-def world(db, make_job, settings):
-    """A superuser who owns an account (so both account and operator endpoints answer), with data to find."""
-    settings.API_THROTTLE_RATE = ""  # the fuzzer sends far more than a client would
-    user = UserFactory(is_superuser=True, is_staff=True)
-    account = MembershipFactory(user=user, role="owner").account
-    _, secret = api_token_create(user_id=user.pk, account_id=account.pk)
-    contacts = [ContactFactory(account=account, tags=["vip"]) for _ in range(3)]
-    jobs = [make_job(account=account, status=status) for status in JobStatus]
-    workflows = _workflows(account)
-    runs = _runs(workflows[0], contacts)
-    return {
-        "token": secret,
-        "contacts": [c.pk for c in contacts],
-        "jobs": [str(j.pk) for j in jobs],
-        "workflows": [w.pk for w in workflows],
-        "runs": [str(r.pk) for r in runs],
-    }
-
-
-def _workflows(account) -> list:
-    """Active (with a webhook step whose credentials must never show), draft, paused and archived."""
-    hook = {
-        "action_type": "webhook",
-        "config": {"url": "https://hooks.example.com/T0/secret", "headers": {"Authorization": "Bearer x-secret-1"}},
-    }
-    tag = {"action_type": "add_tag", "config": {"tag": "seen"}}
-    trigger = {"type": "event", "event": "order.paid"}
-    active = make_workflow(account, [hook, tag], trigger=trigger, reenrollment="always")
-    draft = make_workflow(account, [tag], publish=False)
-    paused = make_workflow(account, [tag])
-    WorkflowService().pause(workflow_id=paused.pk)
-    archived = make_workflow(account, [tag])
-    WorkflowService().archive(workflow_id=archived.pk)
-    return [active, draft, paused, archived]
-
-
-def _runs(workflow, contacts) -> list:
-    """Runs in several states, one with a log row."""
-    runs = [start_run(workflow_id=workflow.pk, contact_id=c.pk).execution for c in contacts]
-    pause_run(execution_id=runs[1].pk)
-    WorkflowExecution.objects.filter(pk=runs[2].pk).update(status="failed", last_error="ServerFailure: 503")
-    ExecutionLog.objects.create(
-        execution=runs[2],
-        step_index=0,
-        step_name="hook",
-        action_type="webhook",
-        attempt_number=1,
-        outcome="failed",
-        started_at=runs[2].created_at,
-        error_category="server_error",
-        error_details="ServerFailure: 503",
-        response_data={"status_code": 503},
-    )
-    return runs
-
-
 @schema.parametrize()
 @settings(
     max_examples=EXAMPLES,
@@ -150,4 +84,6 @@ def test_every_answer_matches_the_schema(case, world):
         body["contact"] = world["contacts"][body["contact"] % len(world["contacts"])]
     response = case.call(headers={"Authorization": f"Bearer {world['token']}"})
     case.validate_response(response, checks=CHECKS)
-    assert "x-secret-1" not in response.text  # a webhook step's credentials never show
+    sent = json.dumps([case.path_parameters, case.query, case.headers, case.body], default=str)
+    if "x-secret-1" not in sent:  # an answer may quote what the request said (an unknown account's slug)
+        assert "x-secret-1" not in response.text  # a webhook step's credentials never show

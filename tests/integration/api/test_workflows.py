@@ -546,3 +546,24 @@ def test_a_goal_with_an_unknown_field_is_refused_naming_its_path_and_nothing_is_
     problem = assert_problem(response, 400, type_=VALIDATION)
     assert error_fields(problem) == ["goals[0].conditions[0].field"]
     assert not Workflow.objects.exists()
+
+
+@pytest.mark.django_db
+def test_null_tracking_means_the_accounts_setting_on_create_put_and_patch(owner_api):
+    """The schema says `track_email_engagement: null` is "the account's setting"; the API takes it so."""
+    created = owner_api.post(WORKFLOWS, {"name": "N", "track_email_engagement": None}, format="json")
+    assert created.status_code == 201, created.content
+    workflow_id = created.json()["id"]
+    assert created.json()["track_email_engagement"] is None
+    assert Workflow.objects.get(pk=workflow_id).track_email_engagement is None
+    url = f"{WORKFLOWS}/{workflow_id}"
+    assert owner_api.patch(url, {"track_email_engagement": True}, format="json").json()["track_email_engagement"]
+    patched = owner_api.patch(url, {"track_email_engagement": None}, format="json")
+    assert patched.status_code == 200, patched.content
+    assert Workflow.objects.get(pk=workflow_id).track_email_engagement is None
+    whole = {"name": "N", "description": "", "trigger": {}, "reenrollment": "never", "steps": []}
+    replaced = owner_api.put(url, {**whole, "track_email_engagement": None}, format="json")
+    assert replaced.status_code == 200, replaced.content
+    assert replaced.json()["track_email_engagement"] is None
+    refused = owner_api.patch(url, {"track_email_engagement": "yes"}, format="json")
+    assert error_fields(assert_problem(refused, 400)) == ["track_email_engagement"]

@@ -1,6 +1,8 @@
 """The API's shared conventions that need no database: error paths, filters, strict JSON."""
 
 import io
+import re
+import sys
 from datetime import UTC, datetime
 
 import pytest
@@ -17,6 +19,7 @@ from api.problems import (
     problem_http_response,
     summarize,
 )
+from api.serializers import NOT_BLANK, WHITE_SPACE
 from jobs.domain.states import JobStatus
 from kernel.storable_json import NOT_FINITE
 
@@ -127,6 +130,15 @@ def test_filter_errors_are_reported_together():
 
 def strict(raw: bytes):
     return StrictJSONParser().parse(io.BytesIO(raw), "application/json", {})
+
+
+def test_white_space_in_patterns_is_what_python_strips():
+    """The schema's patterns spell white space out (ECMA's \\s differs from Python's): it is exactly isspace()."""
+    listed = re.compile(f"[{WHITE_SPACE}]")
+    every = [chr(c) for c in range(sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF]
+    assert [c for c in every if bool(listed.fullmatch(c)) != c.isspace()] == []
+    assert re.fullmatch(NOT_BLANK, "\x1f") is None
+    assert re.fullmatch(NOT_BLANK, "a")
 
 
 def test_strict_json_accepts_ordinary_documents():

@@ -1,5 +1,6 @@
-"""A lone surrogate in a JSON object key (`{"\\ud800": 1}`), at the top of the body or nested in it, is a 400
-that names the key's path escaped, on every endpoint that takes a body; no answer fails to render.
+"""Every endpoint that takes a body: a lone surrogate in a JSON object key (`{"\\ud800": 1}`), at the top of the
+body or nested in it, is a 400 that names the key's path escaped, and no answer fails to render; a field the
+schema does not name is refused, naming it, as the schema says (`additionalProperties: false`).
 
 The endpoints come from the URL conf, and which of them take a body from the served schema (a writable route
 the schema does not describe fails the first test), so a new endpoint is covered without touching this file.
@@ -134,3 +135,17 @@ def test_a_surrogate_in_a_key_is_a_400_naming_its_path(world, method, path):
             assert response["Content-Type"] == "application/problem+json"
             problem = json.loads(text)
             assert problem["detail"] == f"JSON parse error - {named} contains an unpaired surrogate", problem
+
+
+BODY_OPERATIONS = [(method, path) for method, path in OPERATIONS if _body_schema(method, path) is not None]
+
+
+@pytest.mark.parametrize(("method", "path"), BODY_OPERATIONS, ids=[f"{m} {p}" for m, p in BODY_OPERATIONS])
+def test_a_field_the_schema_does_not_name_is_refused_as_it_says(world, method, path):
+    schema = _body_schema(method, path) or {}
+    assert schema.get("additionalProperties") is False, f"{method} {path}: the schema lets unknown fields through"
+    client, ids = world
+    url = re.sub(r"\{(\w+)\}", lambda m: str(ids[m.group(1)]), path)
+    response = getattr(client, method)(url, {"zz_unknown": 1}, format="json")
+    assert response.status_code == 400, (url, response.content)
+    assert "zz_unknown" in [e["field"] for e in response.json()["errors"]], response.json()
