@@ -54,7 +54,8 @@ def test_a_failed_pass_drops_its_connection_and_the_next_pass_reconnects(caplog)
     service.run_once()
     assert service._store is not None
     service._store.connection.close()
-    service._store.connection.settings_dict = {**service._store.connection.settings_dict, "NAME": "no_such_db"}
+    missing = "/nonexistent/relay-no-such-db"  # a path SQLite cannot create, a name PostgreSQL does not have
+    service._store.connection.settings_dict = {**service._store.connection.settings_dict, "NAME": missing}
     with pytest.raises(Exception):  # noqa: B017, PT011 - whatever the driver raises for a missing database
         service.run_once()
     service.drop_connections()

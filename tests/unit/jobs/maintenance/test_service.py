@@ -24,13 +24,14 @@ class Passes(MaintenanceService):
         self.retry_waits: list[float] = []
         self.threads: set[str] = set()
 
-    def run_once(self) -> None:
+    def run_once(self) -> float | None:
         self.threads.add(threading.current_thread().name)
         self.passes += 1
         if self.block is not None:
             self.block.wait(5)
         if self.passes <= self.fail:
             raise ConnectionError("the database went away")
+        return None
 
     def drop_connections(self) -> None:
         self.dropped += 1
