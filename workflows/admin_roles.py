@@ -1,9 +1,9 @@
 """What each role may do in the admin, as Django permissions: one table, for every app's admin.
 
 Membership says *for which accounts* (accounts.admin_scoping); these groups say *what*. `manage.py
-sync_admin_roles` creates or updates the groups "Relay marketer", "Relay viewer" and "Relay operator";
-give a staff user the group of their role. It names every app's permissions, so it lives in workflows, the
-app at the top that depends on all the others (config, the composition root, is imported by no app).
+sync_admin_roles` and every `migrate` create or update the groups "Relay marketer", "Relay viewer" and
+"Relay operator"; give a staff user the group of their role. It names every app's permissions, so it lives
+in workflows, the app at the top that depends on all the others (config, the composition root, is imported by no app).
 """
 
 from __future__ import annotations
@@ -56,6 +56,20 @@ def sync_admin_roles() -> dict[str, int]:
         group.permissions.set(permissions)
         counts[role] = len(permissions)
     return counts
+
+
+def sync_admin_roles_after_migrate(sender: object, using: str = "default", **kwargs: object) -> None:
+    """Keep the groups in step with the table on every `migrate`, once, after the last app's permissions exist.
+
+    A release that adds a permission to a role (contacts.export_contact) reaches an existing install without
+    anyone remembering to run `sync_admin_roles`; a group an operator made by hand is left alone.
+    """
+    from django.apps import apps
+    from django.db import DEFAULT_DB_ALIAS
+
+    if using != DEFAULT_DB_ALIAS or sender is not list(apps.get_app_configs())[-1]:
+        return
+    sync_admin_roles()
 
 
 def grant_role(user, role: str) -> None:

@@ -7,12 +7,16 @@ class WorkflowsConfig(AppConfig):
 
     def ready(self) -> None:
         from django.db import DEFAULT_DB_ALIAS
-        from django.db.models.signals import post_delete
+        from django.db.models.signals import post_delete, post_migrate
 
         from contacts.application.events import on_many_events, subscribe
         from jobs.application.schedules import builtin_schedule
         from jobs.application.vacuum import register_tables
-        from workflows import admin_extensions, handlers  # handlers: the workflow jobs; the reconcile handler
+        from workflows import (  # handlers: the workflow jobs; the reconcile handler
+            admin_extensions,
+            admin_roles,  # the role groups, kept in step at every migrate
+            handlers,
+        )
         from workflows.application import metrics
         from workflows.application.events import on_contact_event, on_workflow_deleted
         from workflows.application.runs.goals import listening_read_once
@@ -32,4 +36,5 @@ class WorkflowsConfig(AppConfig):
         builtin_schedule("relay.purge_hook_runs", cron="23 4 * * *", handler=handlers.PURGE_RUNS_HANDLER)
         # However a workflow is deleted (the admin's delete, a cascade from its account), workers must forget
         # its event triggers, as they do on every status move.
+        post_migrate.connect(admin_roles.sync_admin_roles_after_migrate, dispatch_uid="relay.workflows.admin_roles")
         post_delete.connect(on_workflow_deleted, sender=Workflow, dispatch_uid="relay.workflows.deleted")

@@ -222,3 +222,21 @@ def test_a_member_of_another_account_cannot_build_on_its_workflows(client, accou
     url = reverse("admin:workflows_workflow_change", args=[theirs.pk])
     assert client.post(url, _branch_post(theirs.account, theirs)).status_code in (302, 404)
     assert list(theirs.steps.values_list("action_type", flat=True)) == ["add_tag"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migrate_brings_existing_role_groups_up_to_the_table():
+    """An install whose groups predate a permission (export came in a later release) gets it at `migrate`."""
+    from django.contrib.auth.models import Group
+    from django.core.management import call_command
+
+    from workflows.admin_roles import ADMIN_ROLE_PERMISSIONS, GROUP_NAMES
+
+    marketer = Group.objects.get(name=GROUP_NAMES["marketer"])  # the test database's migrate made it
+    marketer.permissions.remove(*marketer.permissions.filter(codename="export_contact"))
+    assert not marketer.permissions.filter(codename="export_contact").exists()
+
+    call_command("migrate", verbosity=0)
+
+    assert marketer.permissions.filter(codename="export_contact").exists()
+    assert marketer.permissions.count() == len(ADMIN_ROLE_PERMISSIONS["marketer"])
