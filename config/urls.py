@@ -3,7 +3,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from jobs.api.metrics import metrics_view
+from jobs.public.api import metrics_view
 
 urlpatterns = [
     path("admin/", admin.site.urls),

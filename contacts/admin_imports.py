@@ -31,7 +31,7 @@ from contacts.application.selectors import account_custom_fields
 from contacts.domain.imports import CUSTOM_PREFIX, FIELDS, TAGS, read_row
 from contacts.infrastructure.models import ContactImport
 from contacts.infrastructure.spreadsheets import ENCODING_NAMES
-from jobs.application.queue import JobSpec
+from jobs.public import JobSpec
 
 TARGET_LABELS = {"": "— skip this column —", "email": "Email", "phone": "Phone", "first_name": "First name"}
 TARGET_LABELS.update(

@@ -4,8 +4,7 @@ import logging
 from typing import Any
 
 from idempotency.application.services import purge_expired
-from jobs.application.context import JobContext
-from jobs.application.registry import job_handler
+from jobs.public import JobContext, job_handler
 
 log = logging.getLogger("relay.api")
 

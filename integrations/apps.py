@@ -11,6 +11,6 @@ class IntegrationsConfig(AppConfig):
             handlers,
         )
         from integrations.application import delivery_jobs  # noqa: F401  (webhook_delivery, send_email)
-        from jobs.application.schedules import builtin_schedule
+        from jobs.public.schedules import builtin_schedule
 
         builtin_schedule("relay.purge_inbound_sms", cron="41 3 * * *", handler=handlers.PURGE_INBOUND_SMS_HANDLER)

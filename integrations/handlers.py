@@ -6,8 +6,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from jobs.application.context import JobContext
-from jobs.application.registry import job_handler
+from jobs.public import JobContext, job_handler
 
 PURGE_INBOUND_SMS_HANDLER = "integrations.purge_inbound_sms"
 

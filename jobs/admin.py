@@ -1,10 +1,11 @@
 """Operators' view of the queue. Actions call the same services as the API."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 
 from django import forms
 from django.contrib import admin, messages
+from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html_join
 
@@ -31,6 +32,12 @@ from kernel.failures import stored_error
 # What a job carries, as links from its page: other apps append a function job -> [(label, url)], so the
 # queue links to (say) the workflow run a step's job moves without knowing workflows.
 job_links: list[Callable[[Job], list[tuple[str, str]]]] = []
+
+
+def jobs_shown_to(request: HttpRequest, admin_site: admin.AdminSite, jobs: Iterable[Job]) -> list[Job]:
+    """The jobs this request may see on this admin site (another app's page that lists the jobs it carried)."""
+    job_admin = admin_site.get_model_admin(Job)
+    return [job for job in jobs if job_admin.has_view_permission(request, job)]
 
 
 class DeadLetterReasonFilter(admin.SimpleListFilter):

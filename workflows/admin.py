@@ -31,8 +31,8 @@ from accounts.admin_scoping import AccountScopedAdmin, allowed_account_ids, chec
 from accounts.domain.roles import Permission
 from accounts.infrastructure.models import Account
 from contacts.infrastructure.models import Contact
-from jobs.application.operations import jobs_carrying
-from jobs.infrastructure.models import Job
+from jobs.public.admin import jobs_shown_to
+from jobs.public.operations import jobs_carrying
 from kernel.failures import JobError
 from workflows.admin_forms import actions as _step_forms  # noqa: F401 - registers today's step forms
 from workflows.admin_forms import decisions as _decision_forms  # noqa: F401 - registers the deciding steps' forms
@@ -826,8 +826,7 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
         if execution is not None:
             jobs = jobs_carrying(payload_key="execution_id", value=str(execution.pk))
             pending = next((j for j in jobs if j.status in ("pending", "retrying")), None)
-            job_admin = self.admin_site.get_model_admin(Job)  # jobs are shown to a role that may see jobs
-            shown_jobs = [job for job in jobs if job_admin.has_view_permission(request, job)]
+            shown_jobs = jobs_shown_to(request, self.admin_site, jobs)  # to a role that may see jobs
             timeline = run_timeline(execution=execution)
             # A run waiting for an event: what, and until when (the wait's row; absent for a time wait).
             event_wait = getattr(execution, "event_wait", None) if execution.status == "waiting" else None

@@ -19,7 +19,7 @@ from django.urls import reverse
 from contacts.admin import contact_page_panels
 from contacts.admin_imports import ImportFollowUp, import_follow_ups
 from contacts.infrastructure.models import Contact
-from jobs.admin import job_links
+from jobs.public.admin import job_links
 from workflows.application.enrollments import enrollment_job
 from workflows.application.runs.moves import RESUME_HANDLER, STEP_HANDLER
 from workflows.application.selectors import execution_list

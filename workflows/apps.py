@@ -10,8 +10,8 @@ class WorkflowsConfig(AppConfig):
         from django.db.models.signals import post_delete, post_migrate
 
         from contacts.application.events import on_many_events, subscribe
-        from jobs.application.schedules import builtin_schedule
-        from jobs.application.vacuum import register_tables
+        from jobs.public.operations import register_tables
+        from jobs.public.schedules import builtin_schedule
         from workflows import (  # handlers: the workflow jobs; the reconcile handler
             admin_extensions,
             admin_roles,  # the role groups, kept in step at every migrate

@@ -6,9 +6,16 @@ from typing import Any
 
 from django.conf import settings
 
-from jobs.application.context import JobContext
-from jobs.application.payloads import require, require_uuid
-from jobs.application.registry import BatchItem, DeadLetter, batch_handler, job_handler, on_dead_letter
+from jobs.public.handlers import (
+    BatchItem,
+    DeadLetter,
+    JobContext,
+    batch_handler,
+    job_handler,
+    on_dead_letter,
+    require,
+    require_uuid,
+)
 from workflows.application import enrollments  # noqa: F401 - registers workflows.enroll_contacts
 from workflows.application.runs.batches import run_steps
 from workflows.application.runs.goals import GOAL_HANDLER, goal_met

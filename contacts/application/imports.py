@@ -42,9 +42,7 @@ from contacts.infrastructure.spreadsheets import (
     is_excel,
     read_rows,
 )
-from jobs.application.context import JobContext
-from jobs.application.queue import JobSpec, enqueue
-from jobs.application.registry import job_handler
+from jobs.public import JobContext, JobSpec, enqueue, job_handler
 
 IMPORT_HANDLER = "contacts.import"
 SAMPLE_ROWS = 8

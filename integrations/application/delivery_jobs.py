@@ -22,9 +22,7 @@ from contacts.infrastructure.models import Contact
 from integrations.application.channels import email_channel, webhook_client
 from integrations.domain.channels import EmailMessage, WebhookRequest
 from integrations.domain.sending import Channel, Outbound, Purpose, Refuse, consent
-from jobs.application.context import JobContext
-from jobs.application.payloads import InvalidPayload, require
-from jobs.application.registry import job_handler, payload_check
+from jobs.public.handlers import InvalidPayload, JobContext, job_handler, payload_check, require
 
 log = logging.getLogger("relay.integrations")
 

@@ -116,3 +116,9 @@ def insert_moved(queue_connection, rows: Sequence[tuple[Any, ...]]) -> int:
     with queue_connection.cursor() as cursor:
         cursor.execute(INSERT_MOVED, columns)
         return len(cursor.fetchall())
+
+
+def held_in_outbox(connection: Any, ids: Sequence[UUID]) -> set[UUID]:
+    """Which of these jobs wait in this connection's database's outbox (committed, not moved to the queue yet):
+    for another app's store that reads jobs by id with the queue apart."""
+    return OutboxStore(connection).holding(ids)

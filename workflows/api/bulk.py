@@ -11,7 +11,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from jobs.api.bulk import DRY_RUN, BulkFilterIn, BulkOut, bulk_answer, bulk_request
+from jobs.public.api import DRY_RUN, BulkFilterIn, BulkOut, bulk_answer, bulk_request
 from workflows.api.serializers import EXECUTION_STATUS_CHOICES
 from workflows.api.views import ExecutionView
 from workflows.application.bulk_runs import runs_bulk_move

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from jobs.application.operations import BulkOutcome
+from jobs.public.operations import BulkOutcome
 from workflows.application.errors import NotFound
 from workflows.application.runs.operating import RUN_OPERATIONS, Operator, retry_run
 from workflows.domain.errors import IllegalExecutionTransition

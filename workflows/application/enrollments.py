@@ -15,10 +15,8 @@ from typing import Any
 from django.db import transaction
 
 from contacts.application.imports import import_note_follow_up, imported_contact_ids
-from jobs.application.context import JobContext
-from jobs.application.queue import JobSpec
-from jobs.application.registry import job_handler
-from jobs.infrastructure.clock import database_now
+from jobs.public import JobContext, JobSpec, job_handler
+from jobs.public.storage import database_now
 from workflows.application.runs.starting import start_runs
 from workflows.domain.errors import ConcurrentExecutionLimitError, WorkflowDomainError
 from workflows.infrastructure.models import TriggerSource, Workflow

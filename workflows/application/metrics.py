@@ -12,8 +12,8 @@ from collections import Counter
 
 from django.db.models import Count
 
-from jobs.application import metrics
-from jobs.application.operations import register_stats_section
+from jobs.public import metrics
+from jobs.public.operations import register_stats_section
 from workflows.domain.execution import COUNTED_FOR_LIMIT, ExecutionStatus
 from workflows.infrastructure.models import WorkflowExecution
 from workflows.infrastructure.store import RunCounts, count_runs_with

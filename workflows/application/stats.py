@@ -14,8 +14,7 @@ from django.db.models.functions import TruncDay, TruncHour
 from django.utils import timezone
 
 from accounts.infrastructure.models import Account
-from jobs.application.operations import queue_overview
-from jobs.domain.states import failure_rate
+from jobs.public.operations import failure_rate, queue_overview
 from workflows.application.metrics import running_executions_by_account
 from workflows.domain.execution import UNFINISHED, ExecutionStatus, StepOutcome
 from workflows.infrastructure.models import ExecutionLog, WorkflowExecution

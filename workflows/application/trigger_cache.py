@@ -16,7 +16,7 @@ from uuid import UUID
 from django.conf import settings
 from django.db import transaction
 
-from jobs.application.notifications import listening, notify, on_notification
+from jobs.public.operations import listening, notify, on_notification
 from workflows.infrastructure.store import RunStore
 
 TRIGGERS_CHANNEL = "relay_workflows"  # NOTIFY payload: the account whose workflows' triggers changed

@@ -11,7 +11,7 @@ from django.db.models import Q
 
 from integrations.domain.sending.problems import Problems
 from integrations.domain.sending.settings import parse_workflow_rules
-from jobs.domain.ids import uuid7
+from jobs.public.storage import uuid7
 from workflows.domain.actions import ActionType
 from workflows.domain.errors import PublishedVersionImmutable
 from workflows.domain.execution import COUNTED_FOR_LIMIT, ExecutionStatus, StepOutcome

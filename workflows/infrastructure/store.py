@@ -31,10 +31,8 @@ from django.utils.dateparse import parse_datetime
 
 from contacts.infrastructure.store import COLUMNS as CONTACT_ROW
 from contacts.infrastructure.store import row_from_db as contact_row_from_db
-from jobs.domain.states import DEAD_LETTERS, JobStatus
-from jobs.infrastructure import clock
-from jobs.infrastructure.database import is_split, queue_database
-from jobs.infrastructure.outbox import OutboxStore
+from jobs.public.operations import DEAD_LETTERS, JobStatus
+from jobs.public.storage import held_in_outbox, is_split, now_of, queue_database, remember, transaction_now
 from workflows.domain.execution import COUNTED_FOR_LIMIT, ENDED, UNFINISHED, Execution, ExecutionStatus
 from workflows.infrastructure.models import ExecutionLog, WorkflowExecution
 
@@ -313,17 +311,17 @@ class RunStore:
     def _stamped(self, rows: list[tuple]) -> list[tuple]:
         """The rows of a read that selected `_now_column`, without it; `read_at` is now that read's now."""
         if not self._on_postgres:
-            self.read_at = clock.now_of(self.connection)  # SQLite: one host, its clock is the database's
+            self.read_at = now_of(self.connection)  # SQLite: one host, its clock is the database's
             return rows
         self.read_at = rows[0][-1] if rows else None
         if self.read_at is not None:  # what the rest of this transaction calls now (its contacts' events)
-            clock.remember(self.connection, self.read_at)
+            remember(self.connection, self.read_at)
         return [row[:-1] for row in rows]
 
     def now(self) -> datetime:
         """The database's now for this unit of work: as of the last read of runs, or its transaction's."""
         if self.read_at is None:
-            self.read_at = clock.transaction_now(self.using)
+            self.read_at = transaction_now(self.using)
         return self.read_at
 
     def _write_time(self) -> tuple[str, list[Any]]:
@@ -331,7 +329,7 @@ class RunStore:
         host's clock, which is the database's (through the same seam)."""
         if self._on_postgres:
             return "statement_timestamp()", []
-        return "%s", [self._prep(WorkflowExecution, "updated_at", clock.now_of(self.connection))]
+        return "%s", [self._prep(WorkflowExecution, "updated_at", now_of(self.connection))]
 
     # --- what it wrote, for whoever counts runs (the RunCounts port), once the transaction commits ------
     def _count_started(self, rows: list[RunRow]) -> None:
@@ -580,7 +578,7 @@ class RunStore:
         names = [*RUN_COLUMNS, *extras[0]]
         columns = ", ".join(_column(WorkflowExecution, name) for name in [*names, "created_at", "updated_at"])
         fields_ = [_field(WorkflowExecution, name) for name in names]
-        created = None if self._on_postgres else clock.now_of(self.connection)
+        created = None if self._on_postgres else now_of(self.connection)
         stamp, stamps = "statement_timestamp()", []
         if created is not None:
             stamp, stamps = "%s", [self._prep(WorkflowExecution, "created_at", created)] * 2
@@ -787,7 +785,7 @@ class RunStore:
                     "SELECT id, handler, status, error_message FROM jobs_job WHERE id = ANY(%s::uuid[])", [job_ids]
                 )
                 jobs = {_id(i): (h, s, e) for i, h, s, e in cursor.fetchall()}
-            waiting = OutboxStore(self.connection).holding([j for j in job_ids if j not in jobs])
+            waiting = held_in_outbox(self.connection, [j for j in job_ids if j not in jobs])
             for run_id, job_id in runs:
                 job = jobs.get(_id(job_id))
                 if job is None and _id(job_id) not in waiting:
@@ -804,7 +802,7 @@ class RunStore:
         with this answer: an operator's retry committed after it is then not seen (the run is failed though
         its job runs again; that job then finds the run ended and does nothing)."""
         if is_split():
-            if OutboxStore(self.connection).holding([job_id]):
+            if held_in_outbox(self.connection, [job_id]):
                 return False
             with connections[queue_database()].cursor() as cursor:
                 cursor.execute("SELECT status FROM jobs_job WHERE id = %s", [job_id])

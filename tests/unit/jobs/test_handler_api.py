@@ -100,3 +100,10 @@ def test_an_old_style_handler_error_is_classified_as_before():
     assert classify(PermanentError("bad")).retryable is False
     assert classify(RetryableError("later")).retryable is True
     assert classify(RateLimited(retry_after=7)).retry_after == 7
+
+
+@pytest.mark.parametrize("module", ["handlers", "schedules", "operations", "metrics", "storage", "admin", "api"])
+def test_every_name_a_public_submodule_publishes_is_there(module):
+    published = importlib.import_module(f"jobs.public.{module}")
+    assert published.__all__, module
+    assert [name for name in published.__all__ if getattr(published, name, None) is None] == []

@@ -22,8 +22,7 @@ from uuid import UUID
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, transaction
 
-from jobs.application.context import JobContext, complete_all
-from jobs.application.registry import BatchItem
+from jobs.public.handlers import BatchItem, JobContext, complete_all
 from kernel.failures import LeaseLost, format_error
 from workflows.application.actions import executor_for
 from workflows.application.definitions import load_version

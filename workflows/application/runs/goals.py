@@ -40,8 +40,7 @@ from django.db.models.fields.json import KeyTransform
 
 from contacts.application.clock import account_time_zone, contact_clock
 from contacts.application.events import ContactEvent
-from jobs.application.context import JobContext
-from jobs.application.queue import enqueue
+from jobs.public import JobContext, enqueue
 from workflows.application.definitions import LoadedVersion, load_version
 from workflows.application.runs.history import decision_row
 from workflows.application.runs.moves import cancel_next_job, enact, run_id

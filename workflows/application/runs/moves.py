@@ -15,9 +15,8 @@ from uuid import UUID
 
 from django.conf import settings
 
-from jobs.application.context import JobContext
-from jobs.application.operations import cancel_pending_jobs
-from jobs.application.queue import JobSpec, enqueue
+from jobs.public import JobContext, JobSpec, enqueue
+from jobs.public.operations import cancel_pending_jobs
 from workflows.application.errors import ExecutionNotFound
 from workflows.domain.execution import Execution, MoveKind, NextMove
 from workflows.infrastructure.store import RunRow

@@ -23,7 +23,7 @@ from uuid import UUID
 
 from django.db import transaction
 
-from jobs.application.operations import cancel_pending_jobs
+from jobs.public.operations import cancel_pending_jobs
 from kernel.failures import truncate
 from workflows.application.definitions import load_version
 from workflows.application.errors import ExecutionNotFound

@@ -20,8 +20,8 @@ from django.db import DatabaseError, transaction
 
 from accounts.infrastructure.models import Account
 from contacts.infrastructure.models import Contact
-from jobs.application.queue import enqueue_many
-from jobs.domain.ids import uuid7
+from jobs.public import enqueue_many
+from jobs.public.storage import uuid7
 from kernel.failures import format_error
 from kernel.storable_json import find_unstorable
 from workflows.application.chain import current_origin

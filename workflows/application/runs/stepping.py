@@ -41,8 +41,7 @@ from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, transaction
 
 from integrations.domain.channels import failure_details
-from jobs.application.context import JobContext
-from jobs.domain.retry import RetryPolicy
+from jobs.public.handlers import JobContext, RetryPolicy
 from kernel.failures import format_error
 from workflows.application.actions import ActionExecutor, ActionResult, StepRun, executor_for
 from workflows.application.chain import caused_by

@@ -33,8 +33,7 @@ from django.conf import settings
 from django.db import transaction
 
 from contacts.application.events import ContactEvent
-from jobs.application.context import JobContext
-from jobs.application.queue import enqueue
+from jobs.public import JobContext, enqueue
 from workflows.application.definitions import load_version
 from workflows.application.runs.history import decision_row
 from workflows.application.runs.moves import cancel_next_job, enact, holds, run_id
