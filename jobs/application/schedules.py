@@ -226,3 +226,55 @@ def _fire(schedule: Schedule, tick, now, using: str) -> int:
     else:
         log.info("schedule %s fired for %s", schedule.name, tick.isoformat())
     return 1
+
+
+# --- an app's own schedules (a workflow's scheduled hooks), by id ------------------------------------------
+# Other apps create and change their schedules here (through jobs.public.schedules), never by writing the
+# Schedule rows themselves: the first tick is computed on the database's clock, as a tick computes the next.
+
+
+def schedule_create(
+    *,
+    name: str,
+    cron: str,
+    handler: str,
+    payload: dict[str, Any],
+    queue: str = "default",
+    priority: int = 0,
+    timezone: str = "UTC",
+) -> Schedule:
+    """A schedule whose first tick is the next one after the database's now; `cron` and `timezone` as validated
+    by the caller (`schedule_problems`, or its own rules that include the queue's)."""
+    return Schedule.objects.create(
+        name=name,
+        cron=cron,
+        timezone=timezone,
+        handler=handler,
+        payload=payload,
+        queue=queue,
+        priority=priority,
+        next_run_at=next_tick(cron, database_now(), timezone),
+    )
+
+
+def schedule_pause(*, schedule_id: int | None) -> None:
+    """No tick fires until it is resumed (None, a schedule that is gone: nothing to do)."""
+    Schedule.objects.filter(pk__in=[schedule_id]).update(enabled=False)
+
+
+def schedule_resume(*, schedule_id: int | None) -> None:
+    """Ticks fire again from the next one after the database's now: the ticks that passed while paused are not
+    made up (they are not counted as missed either)."""
+    schedule = Schedule.objects.filter(pk__in=[schedule_id]).only("cron", "timezone").first()
+    if schedule is not None:
+        Schedule.objects.filter(pk=schedule.pk).update(
+            enabled=True, next_run_at=next_tick(schedule.cron, database_now(), schedule.timezone)
+        )
+
+
+def schedule_delete(*, schedule_id: int | None = None, name: str | None = None) -> None:
+    """Delete the schedule with this id or this name, if there is one; a tick already queued still runs."""
+    if schedule_id is not None:
+        Schedule.objects.filter(pk=schedule_id).delete()
+    if name is not None:
+        Schedule.objects.filter(name=name).delete()

@@ -1,12 +1,12 @@
 """Scheduled hooks: create, pause, resume, delete, read; and what one tick does (the `scheduled_hook` job).
 
 A hook's ticks are a jobs Schedule (`hook:<id>`, handler `scheduled_hook`, payload `{"hook": id}`), created,
-paused, resumed and deleted with the hook in one transaction: the queue fires each tick once however many
-workers run, on the database's clock, and folds ticks missed while no worker ran into one (the hook shows how
-many). A tick is recorded as a ScheduledHookRun, unique per (hook, tick), in the transaction that does its
-work: a retried job finds it and does nothing twice. A deliver_webhook tick queues its delivery (a
-`scheduled_hook.deliver` job, retried as a webhook step is) and stays `delivering` until that job says how it
-ended: succeeded, refused by the SSRF guard, or failed.
+paused, resumed and deleted with the hook in one transaction, through `jobs.public.schedules` (the rows are the
+queue's): the queue fires each tick once however many workers run, on the database's clock, and folds ticks
+missed while no worker ran into one (the hook shows how many). A tick is recorded as a ScheduledHookRun, unique
+per (hook, tick), in the transaction that does its work: a retried job finds it and does nothing twice. A
+deliver_webhook tick queues its delivery (a `scheduled_hook.deliver` job, retried as a webhook step is) and
+stays `delivering` until that job says how it ended: succeeded, refused by the SSRF guard, or failed.
 """
 
 from __future__ import annotations
@@ -24,11 +24,9 @@ from accounts.infrastructure.models import Account
 from contacts.infrastructure.models import Contact
 from integrations.application.channels import webhook_client, webhook_target_problem
 from integrations.domain.channels import WebhookRequest, failure_details
-from jobs.application.queue import enqueue
-from jobs.domain.schedule import next_tick
-from jobs.infrastructure.clock import database_now
-from jobs.infrastructure.database import is_split
-from jobs.infrastructure.models import Schedule
+from jobs.public import enqueue
+from jobs.public.schedules import schedule_create, schedule_delete, schedule_pause, schedule_resume
+from jobs.public.storage import database_now, is_split
 from kernel.failures import JobError, format_error, is_database_error
 from workflows.application.errors import NotFound
 from workflows.application.runs.starting import record_event, start_runs
@@ -121,14 +119,13 @@ def hook_create(*, account_id: int, definition: dict[str, Any], created_by_id: i
             config=hook.config,
             created_by_id=created_by_id,
         )
-        stored.schedule = Schedule.objects.create(
+        stored.schedule = schedule_create(
             name=_schedule_name(stored.pk),
             cron=hook.cron,
             timezone=hook.timezone,
             handler=HOOK_HANDLER,
             payload={"hook": stored.pk},
             queue=settings.WORKFLOW_QUEUE,
-            next_run_at=next_tick(hook.cron, database_now(), hook.timezone),
         )
         stored.save(update_fields=["schedule"])
     return stored
@@ -169,7 +166,7 @@ def hook_pause(*, account_id: int, hook_id: int) -> ScheduledHook:
     if hook.status != HookStatus.PAUSED:
         hook.status = HookStatus.PAUSED
         hook.save(update_fields=["status", "updated_at"])
-        Schedule.objects.filter(pk__in=[hook.schedule_id]).update(enabled=False)
+        schedule_pause(schedule_id=hook.schedule_id)
     return hook_get(account_id=account_id, hook_id=hook_id)
 
 
@@ -180,9 +177,7 @@ def hook_resume(*, account_id: int, hook_id: int) -> ScheduledHook:
     if hook.status != HookStatus.ACTIVE:
         hook.status = HookStatus.ACTIVE
         hook.save(update_fields=["status", "updated_at"])
-        Schedule.objects.filter(pk__in=[hook.schedule_id]).update(
-            enabled=True, next_run_at=next_tick(hook.cron, database_now(), hook.timezone)
-        )
+        schedule_resume(schedule_id=hook.schedule_id)
     return hook_get(account_id=account_id, hook_id=hook_id)
 
 
@@ -190,7 +185,7 @@ def hook_resume(*, account_id: int, hook_id: int) -> ScheduledHook:
 def hook_delete(*, account_id: int, hook_id: int) -> None:
     """The hook, its schedule and its run records; what its ticks started goes on."""
     hook = _locked(account_id, hook_id)
-    Schedule.objects.filter(pk__in=[hook.schedule_id]).delete()
+    schedule_delete(schedule_id=hook.schedule_id)
     hook.delete()
 
 
@@ -223,7 +218,7 @@ def run_hook(
     queue retries the job)."""
     hook = ScheduledHook.objects.filter(pk=hook_id).first()
     if hook is None:  # deleted since the tick was queued (or its account was)
-        Schedule.objects.filter(name=_schedule_name(hook_id)).delete()
+        schedule_delete(name=_schedule_name(hook_id))
         return None
     if hook.status != HookStatus.ACTIVE:
         return None
