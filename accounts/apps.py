@@ -2,10 +2,7 @@ from django.apps import AppConfig
 
 
 class AccountsConfig(AppConfig):
+    """Tenancy: a leaf that imports no other app. The queue listens to its accounts (jobs.application.tenancy)."""
+
     name = "accounts"
     verbose_name = "Accounts"
-
-    def ready(self) -> None:
-        from accounts.application import queue_limits
-
-        queue_limits.connect()  # the queue's copy of each account's limit, and deletes reaching its jobs

@@ -344,8 +344,10 @@ SCHEDULED_HOOK_MAX_CONTACTS_PER_TICK = env.int("SCHEDULED_HOOK_MAX_CONTACTS_PER_
 # --- REST API: workflows, runs and events (phase 2) -------------------------------
 # Idempotency-Key on POSTs that create (workflows, runs, events): the first answer is
 # remembered per account for this long (idempotency app, DDD_NOTES "REST API"), then
-# forgotten; the `idempotency.purge` job deletes expired keys every hour.
+# forgotten; the `idempotency.purge` job (config.handlers: the idempotency app knows no queue) deletes expired
+# keys every hour.
 INSTALLED_APPS += ["idempotency"]
+JOB_HANDLER_MODULES = ["config.handlers", *JOB_HANDLER_MODULES]
 API_IDEMPOTENCY_KEY_TTL_HOURS = env.float("API_IDEMPOTENCY_KEY_TTL_HOURS", default=24.0)
 JOB_SCHEDULES = {
     **globals().get("JOB_SCHEDULES", {}),  # keeps schedules set above, if a section ever sets some

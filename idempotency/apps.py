@@ -2,8 +2,7 @@ from django.apps import AppConfig
 
 
 class IdempotencyConfig(AppConfig):
+    """Idempotency-Key records: a leaf; its hourly purge is put on the queue by config.handlers."""
+
     name = "idempotency"
     verbose_name = "Idempotency keys"
-
-    def ready(self) -> None:
-        from idempotency import handlers  # noqa: F401 - registers idempotency.purge

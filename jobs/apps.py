@@ -15,9 +15,11 @@ class JobsConfig(AppConfig):
         from django.core.signals import request_finished
 
         from jobs import checks  # noqa: F401 - registers the queue's system checks
+        from jobs.application import tenancy
         from jobs.application.metrics import flush_after_request
 
         request_finished.connect(flush_after_request, dispatch_uid="relay.metrics.flush")
+        tenancy.connect()  # the queue's copy of each account's limit, and deletes reaching its jobs
 
         from jobs.infrastructure.clock import transaction_now
         from kernel import clock

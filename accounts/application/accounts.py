@@ -54,3 +54,9 @@ def account_create(*, name: str, owner_id: int, slug: str | None = None) -> Acco
         raise AccountError("slug", f"{chosen!r} is taken") from None
     Membership.objects.create(account=account, user=owner, role=Role.OWNER)
     return account
+
+
+def account_lock(*, account_id: int) -> None:
+    """Lock the account's row until the caller's transaction ends: what another app counts per account (a
+    limit on its rows) is then decided by one transaction at a time."""
+    list(Account.objects.select_for_update().filter(pk=account_id).values_list("pk", flat=True))

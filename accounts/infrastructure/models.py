@@ -9,8 +9,8 @@ from django.core.validators import MinValueValidator, validate_email
 from django.db import models
 from django.db.models.functions import Now
 
+from accounts.domain.limits import DEFAULT_MAX_CONCURRENT_JOBS
 from accounts.domain.roles import Role
-from jobs.domain.limits import DEFAULT_ACCOUNT_JOB_LIMIT
 
 
 def validate_from_email(value: str) -> None:
@@ -44,7 +44,7 @@ class Account(models.Model):
     max_concurrent_executions = models.PositiveIntegerField(default=100)
     # Jobs running at once across all workers; the claim skips the account beyond it.
     max_concurrent_jobs = models.PositiveIntegerField(
-        default=DEFAULT_ACCOUNT_JOB_LIMIT, validators=[MinValueValidator(1)]
+        default=DEFAULT_MAX_CONCURRENT_JOBS, validators=[MinValueValidator(1)]
     )
     # The From of this account's email; blank: DEFAULT_FROM_EMAIL.
     from_email = models.CharField(

@@ -11,16 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from accounts.models import Account
+from accounts.application.selectors import account_time_zone
 from contacts.domain.clock import ContactClock, resolve_time_zone
 from contacts.infrastructure.models import Contact
 from contacts.infrastructure.phone_zones import zones_for_phone
-
-
-def account_time_zone(account_id: int) -> str:
-    """The account's zone (UTC when it has none, or the account is gone)."""
-    zone = Account.objects.filter(pk=account_id).values_list("time_zone", flat=True).first()
-    return zone or "UTC"
 
 
 def contact_clock(contact: Contact | Mapping[str, Any], *, account_time_zone: str | None = None) -> ContactClock:

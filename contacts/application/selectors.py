@@ -1,12 +1,14 @@
-"""Contact reads, always within one account."""
+"""Contact reads, always within one account (but an inbound SMS's, which matches a phone in every account)."""
 
+from collections.abc import Collection, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import F, QuerySet
+from django.db.models import F, OuterRef, QuerySet, Subquery
 
-from contacts.domain.model import normalize_tag
-from contacts.infrastructure.models import Contact
+from contacts.domain.model import ConsentChannel, ConsentSource, ConsentState, normalize_tag
+from contacts.infrastructure.models import ConsentChange, Contact, Event
 from contacts.infrastructure.queries import distinct_custom_fields, distinct_tags, having_tag
 
 
@@ -64,3 +66,76 @@ def account_custom_fields(*, account_id: int, limit: int = 200) -> list[str]:
 def with_tag(queryset: QuerySet[Contact], tag: str) -> QuerySet[Contact]:
     """`queryset` cut to the contacts carrying `tag` (normalized first; ContactError if it cannot be a tag)."""
     return having_tag(queryset, normalize_tag(tag))
+
+
+# --- what other apps' use cases read of contacts (they never query the contacts' tables themselves) ---------
+
+
+@dataclass(frozen=True)
+class Recipient:
+    """A contact a message is for: who, and what it consented to."""
+
+    contact_id: int
+    consent: ConsentState
+
+
+def contact_exists(*, contact_id: Any, account_id: int | None = None) -> bool:
+    """Whether the contact is there (within the account, when one is given)."""
+    contacts = Contact.objects.filter(pk=contact_id)
+    return (contacts if account_id is None else contacts.filter(account_id=account_id)).exists()
+
+
+def contact_email(*, contact_id: Any) -> str | None:
+    """The contact's email address ("" when it has none); None when there is no such contact."""
+    return Contact.objects.filter(pk=contact_id).values_list("email", flat=True).first()
+
+
+def recipient(*, account_id: int, contact_id: Any = None, email: str = "") -> Recipient | None:
+    """The account's contact named by id, else the first with this email address (either case); None if none."""
+    contacts = Contact.objects.filter(account_id=account_id)
+    if contact_id is not None:
+        contacts = contacts.filter(pk=contact_id)
+    else:
+        contacts = contacts.filter(email__iexact=email.strip()).order_by("pk")
+    row = contacts.values_list("pk", "unsubscribed", "sms_opted_out").first()
+    if row is None:
+        return None
+    return Recipient(row[0], ConsentState(unsubscribed=row[1], sms_opted_out=row[2]))
+
+
+def contact_row(*, account_id: int, contact_id: Any) -> dict[str, Any] | None:
+    """The account's contact as templates read it (id, email, phone, names, tags, custom fields); None if none."""
+    row = (
+        Contact.objects.filter(account_id=account_id, pk=contact_id)
+        .values("id", "email", "phone", "first_name", "last_name", "tags", "custom_fields")
+        .first()
+    )
+    return dict(row) if row is not None else None
+
+
+def contact_rows(*, account_id: int, columns: Sequence[str], chunk_size: int = 2000) -> Iterator[dict[str, Any]]:
+    """Every contact of the account, in id order, as rows of these columns, streamed."""
+    return Contact.objects.filter(account_id=account_id).order_by("pk").values(*columns).iterator(chunk_size)
+
+
+def contact_ids_by_phone(*, phones: Collection[str]) -> list[int]:
+    """The contacts of every account whose phone is one of these spellings, in id order (an inbound SMS)."""
+    return list(Contact.objects.filter(phone__in=list(phones)).order_by("pk").values_list("pk", flat=True))
+
+
+def sms_opted_out_by_keyword(*, contact_ids: Collection[int]) -> set[int]:
+    """Those of these contacts whose SMS opt-out stands because of an inbound keyword (their latest SMS consent
+    change came from one): what a keyword may opt back in."""
+    latest = ConsentChange.objects.filter(contact=OuterRef("pk"), channel=ConsentChannel.SMS).order_by(
+        "-created_at", "-id"
+    )
+    rows = Contact.objects.filter(pk__in=list(contact_ids), sms_opted_out=True).annotate(
+        source=Subquery(latest.values("source")[:1])
+    )
+    return set(rows.filter(source=ConsentSource.INBOUND_SMS).values_list("pk", flat=True))
+
+
+def contact_events(*, contact_id: int, names: Collection[str], run_id: str) -> list[tuple[str, dict[str, Any]]]:
+    """(name, data) of the contact's stored events of these names that a run caused (`data.run`)."""
+    rows = Event.objects.filter(contact_id=contact_id, name__in=list(names), data__run=str(run_id))
+    return list(rows.values_list("name", "data"))

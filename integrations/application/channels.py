@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from accounts.models import Account
+from accounts.application.selectors import account_from_email
 from integrations.application.conversations import record_sms_sent
 from integrations.application.secrets import webhook_signing_secrets_cached
 from integrations.application.tracking import SignedTrackingLinks
@@ -96,7 +96,7 @@ def _provider(name: str, default: str) -> str:
 
 
 def _account_sender(account_id: int) -> str:
-    return Account.objects.filter(pk=account_id).values_list("from_email", flat=True).first() or ""
+    return account_from_email(account_id)
 
 
 def _signing_secrets(account_id: int) -> list[str]:

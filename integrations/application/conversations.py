@@ -11,13 +11,12 @@ import logging
 from collections.abc import Collection
 
 from django.db import DatabaseError, transaction
-from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
-from contacts.models import Contact
 from integrations.domain.channels import SentSms
 from integrations.domain.sms import ReplyCandidate
 from integrations.infrastructure.models import SmsConversation
+from integrations.infrastructure.queries import contacts_with_last_text
 
 log = logging.getLogger("relay.integrations.sms")
 
@@ -49,15 +48,7 @@ def record_sms_sent(sent: SentSms) -> None:
 def reply_candidates(*, phones: Collection[str], receiving_number: str) -> list[ReplyCandidate]:
     """Every contact whose phone is one of `phones`, with when Relay last texted it from `receiving_number`
     (to that phone: a conversation with a number the contact no longer has does not count)."""
-    texted = SmsConversation.objects.filter(
-        contact=OuterRef("pk"), from_number=receiving_number, to_number__in=list(phones)
-    ).values("last_sent_at")[:1]
-    rows = (
-        Contact.objects.filter(phone__in=list(phones))
-        .annotate(texted_at=Subquery(texted))
-        .order_by("pk")
-        .values_list("pk", "account_id", "updated_at", "texted_at")
-    )
+    rows = contacts_with_last_text(phones=phones, from_number=receiving_number)
     return [
         ReplyCandidate(contact_id=pk, account_id=account_id, updated_at=updated_at, texted_at=texted_at)
         for pk, account_id, updated_at, texted_at in rows

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from contacts.infrastructure.models import Contact
+from contacts.application.selectors import Recipient, recipient
 from integrations.application.channels import email_channel, webhook_client
 from integrations.domain.channels import EmailMessage, WebhookRequest
 from integrations.domain.sending import Channel, Outbound, Purpose, Refuse, consent
@@ -125,13 +125,13 @@ def send_email(payload: dict[str, Any], job: JobContext) -> dict[str, Any]:
                 purpose=Purpose.MARKETING,  # as every send_email job was, until the door lets a sender say otherwise
                 key=f"job_{job.id}",
                 address=to,
-                consent=contact.consent(),
+                consent=contact.consent,
             )
         )
         if isinstance(verdict, Refuse):
-            log.info("send_email job %s skipped: contact %s: %s", job.id, contact.pk, verdict.reason)
+            log.info("send_email job %s skipped: contact %s: %s", job.id, contact.contact_id, verdict.reason)
             # Kept with the job (Job.result): it completed, and this says nothing was sent, and why.
-            skipped = {"skipped": verdict.code, "contact": contact.pk, "reason": verdict.reason}
+            skipped = {"skipped": verdict.code, "contact": contact.contact_id, "reason": verdict.reason}
             job.keep_result(skipped)
             return skipped
     result = email_channel().send_email(
@@ -142,7 +142,7 @@ def send_email(payload: dict[str, Any], job: JobContext) -> dict[str, Any]:
             html=payload.get("html"),
             from_email=payload.get("from") or None,
             account_id=account_id,
-            contact_id=contact.pk if contact is not None else None,
+            contact_id=contact.contact_id if contact is not None else None,
         )
     )
     return result.as_response_data()
@@ -155,13 +155,12 @@ def _account(payload: dict[str, Any], job: JobContext) -> int | None:
     return account if account is not None else job.account_id
 
 
-def _recipient(account_id: int | None, contact_id: int | None, address: str) -> Contact | None:
+def _recipient(account_id: int | None, contact_id: int | None, address: str) -> Recipient | None:
     if account_id is None:
         return None
-    contacts = Contact.objects.filter(account_id=account_id)
     if contact_id is not None:
-        contact = contacts.filter(pk=contact_id).first()
-        if contact is None:
+        found = recipient(account_id=account_id, contact_id=contact_id)
+        if found is None:
             raise InvalidPayload("contact", "is not a contact of this account")
-        return contact
-    return contacts.filter(email__iexact=address.strip()).order_by("pk").first()
+        return found
+    return recipient(account_id=account_id, email=address)

@@ -27,12 +27,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
-from django.db.models import OuterRef, QuerySet, Subquery
 
 from contacts.application.events import SMS_REPLIED, dedup_key, record_contact_event
+from contacts.application.selectors import contact_ids_by_phone, sms_opted_out_by_keyword
 from contacts.application.services import contact_set_consent
 from contacts.domain.model import ConsentChannel, ConsentSource
-from contacts.models import ConsentChange, Contact
 from integrations.application.conversations import reply_candidates
 from integrations.domain.sms import SmsConsentCommand, consent_keyword, mask_phone, normalize_phone, reply_recipient
 from integrations.infrastructure.models import InboundSmsMessage
@@ -65,11 +64,10 @@ def inbound_sms_receive(
     if message_sid and not _first_delivery(message_sid):
         log.info("inbound sms %s from %s: message already received, ignored", keyword, mask_phone(number))
         return InboundSmsOutcome(command=None)
-    contacts = Contact.objects.filter(phone__in=spellings).order_by("pk")
-    contact_ids = list(contacts.values_list("pk", flat=True))
+    contact_ids = contact_ids_by_phone(phones=spellings)
     kept = 0
     if command is SmsConsentCommand.OPT_IN:  # only what a keyword opted out, a keyword opts back in
-        by_keyword = _opted_out_by_keyword(contacts)
+        by_keyword = sms_opted_out_by_keyword(contact_ids=contact_ids)
         kept = sum(1 for pk in contact_ids if pk not in by_keyword)
         contact_ids = [pk for pk in contact_ids if pk in by_keyword]
     changed = 0
@@ -92,16 +90,6 @@ def inbound_sms_receive(
         kept,
     )
     return InboundSmsOutcome(command=command, matched=len(contact_ids) + kept, changed=changed)
-
-
-def _opted_out_by_keyword(contacts: QuerySet[Contact]) -> set[int]:
-    """The contacts among `contacts` whose SMS opt-out stands because of an inbound keyword (their latest
-    SMS consent change came from one)."""
-    latest = ConsentChange.objects.filter(contact=OuterRef("pk"), channel=ConsentChannel.SMS).order_by(
-        "-created_at", "-id"
-    )
-    rows = contacts.filter(sms_opted_out=True).annotate(source=Subquery(latest.values("source")[:1]))
-    return set(rows.filter(source=ConsentSource.INBOUND_SMS).values_list("pk", flat=True))
 
 
 MAX_REPLY_CHARS = 1600

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from accounts.models import Account
+from accounts.application.selectors import account_exists
 from integrations.domain.signing import generate_secret
 from integrations.infrastructure.models import WebhookSigningSecret
 from kernel import clock
@@ -27,7 +27,7 @@ def webhook_secret_get_or_create(*, account_id: int) -> WebhookSigningSecret:
     found = WebhookSigningSecret.objects.filter(account_id=account_id).first()
     if found is not None:
         return found
-    if not Account.objects.filter(pk=account_id).exists():
+    if not account_exists(account_id):
         raise UnknownAccount(account_id)
     try:
         with transaction.atomic():

@@ -27,7 +27,7 @@ from django.db import transaction
 from django.urls import reverse
 
 from contacts.application.events import EMAIL_CLICKED, EMAIL_OPENED, dedup_key, record_contact_event
-from contacts.models import Contact
+from contacts.application.selectors import contact_exists
 from integrations.application.unsubscribe import public_url
 from integrations.domain.channels import EmailMessage
 from integrations.domain.tracking import EmailTracking
@@ -95,7 +95,7 @@ def read_token(token: str, *, click: bool) -> Tracked | None:
 @transaction.atomic
 def record_open(tracked: Tracked) -> bool:
     """The email's pixel loaded: `email.opened` on the contact, once per run and step. True if it was new."""
-    if not Contact.objects.filter(pk=tracked.contact_id, account_id=tracked.account_id).exists():
+    if not contact_exists(contact_id=tracked.contact_id, account_id=tracked.account_id):
         return False  # the contact was deleted since: nobody to record it on
     return _opened(tracked)
 
@@ -103,7 +103,7 @@ def record_open(tracked: Tracked) -> bool:
 @transaction.atomic
 def record_click(tracked: Tracked) -> bool:
     """A link was followed: `email.clicked` once per run, step and link (and the open, if not yet)."""
-    if not Contact.objects.filter(pk=tracked.contact_id, account_id=tracked.account_id).exists():
+    if not contact_exists(contact_id=tracked.contact_id, account_id=tracked.account_id):
         return False
     _opened(tracked)
     event = record_contact_event(

@@ -15,9 +15,9 @@ from django.core import signing
 from django.db import transaction
 from django.urls import reverse
 
+from contacts.application.selectors import contact_email, contact_exists
 from contacts.application.services import contact_set_consent
 from contacts.domain.model import ConsentChannel, ConsentSource
-from contacts.models import Contact
 
 SALT = "relay.integrations.unsubscribe"
 
@@ -63,17 +63,17 @@ class UnsubscribeOutcome:
 def unsubscribe_preview(*, token: str) -> UnsubscribeOutcome:
     """What the confirmation page shows; changes nothing (link scanners fetch GETs)."""
     contact_id = contact_id_from_token(token)
-    contact = Contact.objects.filter(pk=contact_id).only("email", "unsubscribed").first()
-    if contact is None:
+    email = contact_email(contact_id=contact_id)
+    if email is None:
         return UnsubscribeOutcome(contact_id=contact_id, found=False, changed=False)
-    return UnsubscribeOutcome(contact_id=contact_id, found=True, changed=False, email=contact.email)
+    return UnsubscribeOutcome(contact_id=contact_id, found=True, changed=False, email=email)
 
 
 @transaction.atomic
 def unsubscribe_by_token(*, token: str, one_click: bool) -> UnsubscribeOutcome:
     """Mark the contact unsubscribed from email; safe to repeat (only the first change is recorded)."""
     contact_id = contact_id_from_token(token)
-    if not Contact.objects.filter(pk=contact_id).exists():
+    if not contact_exists(contact_id=contact_id):
         return UnsubscribeOutcome(contact_id=contact_id, found=False, changed=False)
     contact, changed = contact_set_consent(
         contact_id=contact_id,

@@ -27,7 +27,8 @@ from zoneinfo import ZoneInfo
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError
 
-from contacts.application.clock import account_time_zone, contact_clock
+from accounts.application.selectors import account_time_zone
+from contacts.application.clock import contact_clock
 from contacts.application.services import contact_add_tag, contact_remove_tag, contact_update
 from contacts.domain.clock import ClockSource
 from contacts.domain.model import ConsentState, ContactError, normalize_tag

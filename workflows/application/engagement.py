@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from contacts.application.events import EMAIL_CLICKED, EMAIL_OPENED
-from contacts.models import Event
+from contacts.application.selectors import contact_events
 from workflows.domain.workflow import Step
 from workflows.infrastructure.models import Workflow
 
@@ -42,9 +42,7 @@ def email_engagement(*, run_id: str, contact_id: int) -> dict[str, dict[str, Any
     engagement events (through their index on contact and name), so an email nobody opened has no entry.
     """
     found: dict[str, dict[str, Any]] = {}
-    rows = Event.objects.filter(
-        contact_id=contact_id, name__in=(EMAIL_OPENED, EMAIL_CLICKED), data__run=str(run_id)
-    ).values_list("name", "data")
+    rows = contact_events(contact_id=contact_id, names=(EMAIL_OPENED, EMAIL_CLICKED), run_id=str(run_id))
     for name, data in rows:
         step = found.setdefault(str(data.get("step", "")), {"opened": False, "clicked": False, "links": []})
         step["opened"] = True  # a click is an open too

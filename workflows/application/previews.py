@@ -14,8 +14,8 @@ from typing import Any
 
 import nh3
 
+from contacts.application.selectors import contact_row
 from contacts.domain.model import normalize_phone
-from contacts.infrastructure.models import Contact
 from integrations.application import channels
 from integrations.domain.channels import DeliveryResult, EmailMessage
 from workflows.application.definitions import validation_context
@@ -70,7 +70,7 @@ def _checked_step(action_type: str, config: Mapping[str, Any]) -> Step:
     return step
 
 
-def _contact_row(contact: Contact | None) -> dict[str, Any]:
+def _contact_row(contact: Mapping[str, Any] | None) -> dict[str, Any]:
     if contact is None:
         return {
             "id": None,
@@ -82,18 +82,14 @@ def _contact_row(contact: Contact | None) -> dict[str, Any]:
             "custom_fields": {},
         }
     return {
-        "id": contact.pk,
-        "email": contact.email,
-        "phone": contact.phone,
-        "first_name": contact.first_name,
-        "last_name": contact.last_name,
-        "tags": list(contact.tags or []),
-        "custom_fields": dict(contact.custom_fields or {}),
+        **contact,
+        "tags": list(contact["tags"] or []),
+        "custom_fields": dict(contact["custom_fields"] or {}),
     }
 
 
 def _context(
-    contact: Contact | None, workflow: Mapping[str, Any], trigger_data: Mapping[str, Any]
+    contact: Mapping[str, Any] | None, workflow: Mapping[str, Any], trigger_data: Mapping[str, Any]
 ) -> Mapping[str, Any]:
     return template_context(
         contact=_contact_row(contact),
@@ -119,8 +115,10 @@ def step_preview(
     trigger_data: Mapping[str, Any] | None = None,
 ) -> StepPreview:
     """The step rendered for one of the account's contacts (another account's contact is not found)."""
-    contact = Contact.objects.filter(account_id=account_id, pk=contact_id).first() if contact_id else None
-    label = (contact.email or contact.phone or f"contact {contact.pk}") if contact else "no contact (empty values)"
+    contact = contact_row(account_id=account_id, contact_id=contact_id) if contact_id else None
+    label = (
+        (contact["email"] or contact["phone"] or f"contact {contact['id']}") if contact else "no contact (empty values)"
+    )
     if action_type not in PREVIEWABLE:
         return StepPreview(action_type, label, problems=["This kind of step has nothing to preview."])
     try:

@@ -20,8 +20,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
-from accounts.infrastructure.models import Account
-from contacts.infrastructure.models import Contact
+from accounts.application.accounts import account_lock
+from contacts.application.selectors import contact_rows
 from integrations.application.channels import webhook_client, webhook_target_problem
 from integrations.domain.channels import WebhookRequest, failure_details
 from jobs.public import enqueue
@@ -140,7 +140,7 @@ def _check_references(account_id: int, hook: HookDefinition) -> None:
 def _check_limits(account_id: int, hook: HookDefinition, limits: HookLimits) -> None:
     """The account's count of hooks, and the contacts a tick would act on now. The account's row is locked
     first, so two creates at once cannot both take the last place."""
-    list(Account.objects.select_for_update().filter(pk=account_id).values_list("pk", flat=True))
+    account_lock(account_id=account_id)
     problems: list[FieldError] = []
     if too_many := limits.count_problem(ScheduledHook.objects.filter(account_id=account_id).count()):
         problems.append(FieldError("", too_many))
@@ -200,9 +200,8 @@ def _conditions(config: dict[str, Any]) -> list[ContactCondition]:
 def _matching_contacts(account_id: int, conditions: list[ContactCondition], *, stop_after: int = 0) -> list[int]:
     """The ids of the account's contacts the filter matches; with `stop_after`, at most one more than that
     (enough to tell that there are too many)."""
-    rows = Contact.objects.filter(account_id=account_id).order_by("pk").values(*CONTACT_COLUMNS)
     found: list[int] = []
-    for row in rows.iterator(chunk_size=2000):
+    for row in contact_rows(account_id=account_id, columns=CONTACT_COLUMNS):
         if contact_matches(conditions, row):
             found.append(row["id"])
             if 0 < stop_after < len(found):

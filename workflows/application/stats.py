@@ -13,7 +13,7 @@ from django.db.models import Count, Exists, Min, OuterRef, Q
 from django.db.models.functions import TruncDay, TruncHour
 from django.utils import timezone
 
-from accounts.infrastructure.models import Account
+from accounts.application.selectors import accounts_with_limits
 from jobs.public.operations import failure_rate, queue_overview
 from workflows.application.metrics import running_executions_by_account
 from workflows.domain.execution import UNFINISHED, ExecutionStatus, StepOutcome
@@ -198,10 +198,8 @@ def dashboard(
     for jobs, the system's too; a superuser), as the runs and the jobs pages show them to the same user."""
     now = timezone.now()
     runs = WorkflowExecution.objects.all()
-    accounts = Account.objects.all().order_by("name")
     if account_ids is not None:
         runs = runs.filter(account_id__in=account_ids)
-        accounts = accounts.filter(pk__in=account_ids)
     hour = now.replace(minute=0, second=0, microsecond=0)
     day = now.replace(hour=0, minute=0, second=0, microsecond=0)
     per_hour = _series(runs, trunc=TruncHour, start=hour - timedelta(hours=23), step=timedelta(hours=1), periods=24)
@@ -220,14 +218,14 @@ def dashboard(
     running = queue.running_by_account
     usage = [
         AccountUsage(
-            account_id=account.pk,
+            account_id=account.id,
             name=account.name,
-            runs_in_progress=in_progress.get(account.pk, 0),
+            runs_in_progress=in_progress.get(account.id, 0),
             max_runs=account.max_concurrent_executions,
-            jobs_running=running.get(account.pk, 0),  # 0 where the role sees no jobs
+            jobs_running=running.get(account.id, 0),  # 0 where the role sees no jobs
             max_jobs=account.max_concurrent_jobs,
         )
-        for account in accounts[:200]
+        for account in accounts_with_limits(account_ids=account_ids, limit=200)
     ]
     return Dashboard(
         now=now,

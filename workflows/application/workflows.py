@@ -14,7 +14,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Max
 
-from accounts.infrastructure.models import Account
+from accounts.application.selectors import account_exists
 from workflows.application.definitions import definition_from
 from workflows.application.errors import WorkflowNotFound
 from workflows.application.trigger_cache import triggers_changed
@@ -62,7 +62,7 @@ class WorkflowService:
             track_email_engagement=track_email_engagement,
         )
         with transaction.atomic():
-            if not Account.objects.filter(pk=account_id).exists():
+            if not account_exists(account_id):
                 raise WorkflowValidationError.single("account", f"no account with id {account_id}")
             workflow = Workflow(
                 account_id=account_id,

@@ -38,7 +38,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
 from django.db.models.fields.json import KeyTransform
 
-from contacts.application.clock import account_time_zone, contact_clock
+from accounts.application.selectors import account_time_zone
+from contacts.application.clock import contact_clock
 from contacts.application.events import ContactEvent
 from jobs.public import JobContext, enqueue
 from workflows.application.definitions import LoadedVersion, load_version

@@ -17,9 +17,8 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import DatabaseError, transaction
+from django.db.models import Model
 
-from accounts.infrastructure.models import Account
-from contacts.infrastructure.models import Contact
 from jobs.public import enqueue_many
 from jobs.public.storage import uuid7
 from kernel.failures import format_error
@@ -219,8 +218,8 @@ def start_runs(
 
 def record_event(
     *,
-    account: Account | int,
-    contact: Contact | int,
+    account: Model | int,  # an Account, or its id
+    contact: Model | int,  # a Contact, or its id
     name: str,
     data: Mapping[str, Any] | None = None,
 ) -> EventOutcome:
