@@ -210,8 +210,8 @@ def test_a_runaway_whose_jobs_completed_counts_each_attempt_once_as_a_success(se
     worker = Worker(queues=[QUEUE], concurrency=1, burst=True, install_signal_handlers=False)
     with pytest.raises(_Replaced):
         worker.run()
-    for executor in worker._executors:
-        executor.thread.join(10)  # the handler returned (a replaced process would have counted nothing more)
+    for executor in worker.executors:
+        executor.join(10)  # the handler returned (a replaced process would have counted nothing more)
     metrics.flush()  # what it counted after the worker's own last flush
     assert batch_calls == ([["0-complete", "1-complete", "2-complete"]] if batch else [])
     assert {job.status for job in jobs_by_tag(ids).values()} == {"completed"}

@@ -3,6 +3,7 @@
 import pytest
 
 from jobs.application.worker import Worker
+from jobs.application.worker.loop import Loop
 
 
 @pytest.mark.django_db(transaction=True)
@@ -10,7 +11,7 @@ def test_a_worker_that_loses_an_executor_stops_with_an_error_code(monkeypatch, c
     def broken_executor(self, executor):
         return None  # the thread ends, as it would on a bug that escaped its loop
 
-    monkeypatch.setattr(Worker, "_executor", broken_executor)
+    monkeypatch.setattr(Loop, "run", broken_executor)
     worker = Worker(concurrency=2, install_signal_handlers=False)
     assert worker.run() == 1
     assert "lost an executor thread" in caplog.text
@@ -21,13 +22,13 @@ def _running_handler(worker: Worker):
     import time
     import uuid
 
-    from jobs.application.worker import _Running
+    from jobs.application.worker import Running
     from jobs.infrastructure.store import ClaimedJob
 
     job = ClaimedJob(uuid.uuid4(), "noop", {}, 1, 4, None, "default", 0, None)
     now = time.monotonic()
-    running = _Running(job, threading.get_ident(), None, now, now + 10, now + 12)
-    worker._executors[0].running = running
+    running = Running(job, threading.get_ident(), None, now, now + 10, now + 12)
+    worker.executors[0].running = running
     return running
 
 
@@ -40,9 +41,9 @@ def test_a_late_tick_moves_the_deadlines_only_if_the_process_did_not_run(cpu_use
     worker = Worker(concurrency=1, install_signal_handlers=False)
     running = _running_handler(worker)
     deadline, hard = running.deadline, running.hard_deadline
-    worker._last_tick = time.monotonic() - 5.0
-    worker._last_cpu = time.process_time() - cpu_used
-    worker._notice_pause(0.1)
+    worker.deadlines.last_tick = time.monotonic() - 5.0
+    worker.deadlines.last_cpu = time.process_time() - cpu_used
+    worker.deadlines.notice_pause(0.1)
     shift = running.deadline - deadline
     assert running.hard_deadline - hard == pytest.approx(shift)
     if moved:
@@ -57,5 +58,5 @@ def test_an_ordinary_tick_moves_nothing():
     worker = Worker(concurrency=1, install_signal_handlers=False)
     running = _running_handler(worker)
     deadline = running.deadline
-    worker._notice_pause(0.1)
+    worker.deadlines.notice_pause(0.1)
     assert running.deadline == deadline
