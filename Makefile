@@ -37,9 +37,11 @@ chaos: install
 typecheck: install
 	$(VENV)/bin/mypy
 
+# ruff, then the import contracts (pyproject.toml [tool.importlinter], docs/decisions/import-contracts.md).
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 format: install
 	$(VENV)/bin/ruff format .
