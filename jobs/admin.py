@@ -14,7 +14,6 @@ from accounts.domain.roles import Permission
 from jobs.application.operations import JobConflict, job_cancel, job_retry
 from jobs.application.schedules import schedule_problems
 from jobs.domain.ids import uuid7_floor
-from jobs.domain.schedule import next_tick
 from jobs.domain.states import (
     ATTEMPTS_EXHAUSTED,
     EXPIRED,
@@ -27,6 +26,7 @@ from jobs.domain.states import (
 from jobs.infrastructure.clock import database_now
 from jobs.infrastructure.database import is_split
 from jobs.infrastructure.models import Job, Schedule
+from kernel.cron import next_tick
 from kernel.failures import stored_error
 
 # What a job carries, as links from its page: other apps append a function job -> [(label, url)], so the

@@ -25,7 +25,10 @@ from django.db.models.functions import Now
 from jobs.application.context import JobContext
 from jobs.application.queue import JobSpec, enqueue
 from jobs.application.registry import get_payload_check, is_registered
-from jobs.domain.schedule import (
+from jobs.infrastructure.clock import database_now
+from jobs.infrastructure.database import queue_database
+from jobs.infrastructure.models import Schedule
+from kernel.cron import (
     InvalidCron,
     InvalidTimeZone,
     next_tick,
@@ -33,9 +36,6 @@ from jobs.domain.schedule import (
     validate_cron,
     validate_time_zone,
 )
-from jobs.infrastructure.clock import database_now
-from jobs.infrastructure.database import queue_database
-from jobs.infrastructure.models import Schedule
 from kernel.failures import format_error
 
 log = logging.getLogger("relay.worker")

@@ -8,9 +8,9 @@ import time
 import pytest
 
 from jobs.application.queue import JobSpec, enqueue_many
-from jobs.domain.schedule import next_tick
 from jobs.infrastructure.clock import database_now
 from jobs.models import Schedule
+from kernel.cron import next_tick
 from tests.chaos.budget import BUDGET, Plan
 from tests.chaos.harness import LEASE_SECONDS, publish, records, sigcont, sigstop, wait_all_finished
 from tests.chaos.invariants import Report, check_jobs, check_ticks

@@ -11,7 +11,7 @@ Three actions:
                      the same guard when the hook is saved
 
 Validation reports every problem by its path (`cron`, `action.workflow`, `action.filter[0].op`) and is plain
-Python; the cron and time-zone rules are the queue's (jobs.domain.schedule).
+Python; the cron and time-zone rules are the queue's, in the shared kernel (kernel.cron).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from jobs.domain.schedule import InvalidCron, InvalidTimeZone, shortest_interval, validate_cron, validate_time_zone
+from kernel.cron import InvalidCron, InvalidTimeZone, shortest_interval, validate_cron, validate_time_zone
 from workflows.domain.actions import check_webhook_url, webhook_headers
 from workflows.domain.errors import FieldError, WorkflowValidationError
 from workflows.domain.triggers import (

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs.domain.schedule import next_tick
 from jobs.infrastructure.clock import database_now
 from jobs.models import Job, Schedule
+from kernel.cron import next_tick
 from tests.support.handlers import read_records
 from tests.support.processes import wait_until
 

@@ -101,7 +101,7 @@ def test_ticks_missed_while_no_worker_ran_fire_once_and_are_counted():
 
 @pytest.mark.django_db
 def test_a_schedule_reads_its_cron_in_its_time_zone():
-    from jobs.domain.schedule import next_tick
+    from kernel.cron import next_tick
 
     after = dt.datetime(2026, 7, 1, 12, 0, tzinfo=dt.UTC)
     assert next_tick("0 9 * * *", after, "Europe/Paris") == dt.datetime(2026, 7, 2, 7, 0, tzinfo=dt.UTC)  # CEST

@@ -4,7 +4,7 @@ import datetime as dt
 
 import pytest
 
-from jobs.domain.schedule import InvalidCron, next_tick, shortest_interval, validate_cron
+from kernel.cron import InvalidCron, next_tick, shortest_interval, validate_cron
 
 
 @pytest.mark.parametrize("expression", ["0 0 30 2 *", "0 0 31 4 *", "0 0 31 2,4,6,9,11 *", "15 10 30,31 2 *"])

@@ -2,6 +2,9 @@
 
 A schedule's ticks are read in its time zone (`0 9 * * *` in Europe/Paris is nine o'clock there, summer and
 winter) and kept in UTC. Which tick is due is decided on the database's clock by the caller.
+
+Shared kernel (plain Python): the queue's schedules fire by these rules, and a workflow's scheduled hooks are
+checked by them in their own pure validation (workflows.domain.scheduled_hooks).
 """
 
 from datetime import UTC, datetime, timedelta
