@@ -232,7 +232,8 @@ WEBHOOK_MAX_RESPONSE_BYTES = env.int("WEBHOOK_MAX_RESPONSE_BYTES", default=64 * 
 WEBHOOK_RESPONSE_BODY_CHARS = env.int("WEBHOOK_RESPONSE_BODY_CHARS", default=4096)  # kept in response data
 # host or host:port ([v6] or [v6]:port): the only targets let through despite a non-public address.
 WEBHOOK_ALLOWED_HOSTS = env.list("WEBHOOK_ALLOWED_HOSTS", default=[])
-# Inbound SMS keyword message ids are kept this long, so a replayed request changes nothing (DDD_NOTES).
+# Inbound SMS keyword message ids are kept this long, so a replayed request changes nothing
+# (docs/decisions/inbound-sms-consent.md).
 # Days an email's tracking links (opens, clicks) keep working; an older one answers 404 and records nothing.
 RELAY_TRACKING_MAX_AGE_DAYS = env.int("RELAY_TRACKING_MAX_AGE_DAYS", default=365)
 INBOUND_SMS_REPLAY_WINDOW_DAYS = env.int("INBOUND_SMS_REPLAY_WINDOW_DAYS", default=365)
@@ -259,7 +260,7 @@ DATA_UPLOAD_MAX_NUMBER_FIELDS = max(1000, CONTACT_IMPORT_MAX_COLUMNS + 100)
 
 # --- REST API ---------------------------------------------------------------------
 # /api/v1/ (the api app): bearer tokens (accounts.ApiToken), problem details for
-# every error, cursor pagination, per-token throttling. DDD_NOTES.md "REST API".
+# every error, cursor pagination, per-token throttling. docs/subsystems/api.md.
 API_MAX_BODY_BYTES = env.int("API_MAX_BODY_BYTES", default=1024 * 1024)  # larger bodies: 413
 API_PAGE_SIZE = env.int("API_PAGE_SIZE", default=50)  # items per page unless ?page_size= says otherwise
 API_MAX_PAGE_SIZE = env.int("API_MAX_PAGE_SIZE", default=200)  # ?page_size= above this is capped
@@ -343,7 +344,7 @@ SCHEDULED_HOOK_MAX_CONTACTS_PER_TICK = env.int("SCHEDULED_HOOK_MAX_CONTACTS_PER_
 
 # --- REST API: workflows, runs and events (phase 2) -------------------------------
 # Idempotency-Key on POSTs that create (workflows, runs, events): the first answer is
-# remembered per account for this long (idempotency app, DDD_NOTES "REST API"), then
+# remembered per account for this long (idempotency app, docs/decisions/idempotency-key.md), then
 # forgotten; the `idempotency.purge` job (config.handlers: the idempotency app knows no queue) deletes expired
 # keys every hour.
 INSTALLED_APPS += ["idempotency"]

@@ -208,7 +208,7 @@ def contact_delete(*, contact_id: int) -> None:
     """Delete a contact and its consent history. `contact.deleted` is published first, in the same
     transaction, so subscribers (the workflow engine) can stop what runs for it.
 
-    Locks are taken in the order every path takes them (DDD_NOTES, "Lock order"): the rows that reference
+    Locks are taken in the order every path takes them (docs/decisions/lock-order.md): the rows that reference
     the contact (its runs) first, then the contact. A step holds its run's lock when it changes the
     contact; locking the contact first and then deleting that run would deadlock with it.
     """

@@ -69,7 +69,7 @@ def signature_headers(secrets_: Iterable[str], *, message_id: str, timestamp: in
 
 
 def verify(secret: str, *, headers: Mapping[str, str], body: bytes, now: int, tolerance: int = 300) -> bool:
-    """What a receiver does (kept here for Relay's own tools and as the reference for DDD_NOTES)."""
+    """What a receiver does (kept here for Relay's own tools, and as docs/decisions/webhook-signing.md's reference)."""
     lowered = {k.lower(): v for k, v in headers.items()}
     try:
         message_id = lowered[ID_HEADER]

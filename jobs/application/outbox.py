@@ -1,6 +1,6 @@
 """Enqueue's transaction rule with the queue apart, and the move of outbox rows to the queue.
 
-The rule (README "Scaling out", DDD_NOTES "The queue in its own database"):
+The rule (README "Scaling out", docs/subsystems/queue-in-its-own-database.md):
 - a caller with a transaction open on the queue's database: enqueue joins it (as with one database);
 - else, a caller with a transaction open on another database: the job goes to that database's outbox, in
   that transaction, and is queued exactly when it commits (nothing on rollback), moved by a worker;

@@ -5,7 +5,7 @@ transaction. With `JOBS_DATABASE_URL` set, settings add an alias `jobs` and set 
 the queue's tables (jobs, lanes, schedules, metrics, the accounts' limits) live there, and the other apps'
 tables stay in `default`. The outbox (`OutboxJob`) is the exception: it is the jobs app's model but lives in
 the *callers'* databases, so a job queued inside a transaction on `default` is written with that
-transaction (DDD_NOTES "The queue in its own database").
+transaction (docs/subsystems/queue-in-its-own-database.md).
 """
 
 from __future__ import annotations

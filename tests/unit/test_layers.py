@@ -8,7 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 APPS = ("accounts", "contacts", "jobs", "workflows", "integrations", "idempotency")
-# The lists other apps' admins extend (DDD_NOTES, "Extension points between apps' admins").
+# The lists other apps' admins extend (docs/subsystems/admin.md, "Extension points between apps' admins").
 ADMIN_EXTENSION_POINTS = frozenset({"contact_page_panels", "import_follow_ups", "job_links"})
 
 

@@ -274,7 +274,7 @@ class RunStore:
     PostgreSQL: no round trip more), the one `now` a use case passes to the domain for its unit of work;
     its writes stamp `updated_at` and `created_at` in the statement itself. So every time a run stores (its
     resume_at, a retry's due time, its started_at and completed_at, its log rows' started_at) is on the
-    database's clock, never the worker host's (DDD_NOTES, "One clock: the database's").
+    database's clock, never the worker host's (docs/decisions/database-clock.md).
     """
 
     def __init__(self, using: str = "default") -> None:
@@ -461,7 +461,7 @@ class RunStore:
         Returns each run with its contact as templates see it, and each contact's whole row (by id) for the
         contacts services, which need not read it again. Every batch locks in this order (runs before
         contacts, each by id, all before any account), so batches cannot deadlock one another nor the
-        one-run paths (see DDD_NOTES, lock order).
+        one-run paths (docs/decisions/lock-order.md).
         """
         runs = self._runs(execution_ids, self._for_update)
         contact_ids = sorted({run.contact_id for run in runs})

@@ -4,7 +4,7 @@
 -- no committed due job of the lane became due before it, unless next_due_at is already past. The claim
 -- (claim_jobs.sql) reads lanes to find who can run and raises next_due_at when it finds a lane empty.
 --
--- Locks, so that a raise never hides a job (DDD_NOTES "Fair claims"):
+-- Locks, so that a raise never hides a job (docs/decisions/fair-claims.md):
 -- * a writer that makes a job due takes FOR KEY SHARE on its lane and keeps it to its commit: writers
 --   never wait for each other, nor for a claim serving the lane (FOR NO KEY UPDATE is compatible);
 -- * a writer lowers next_due_at only when the lane was idle (due later than the job, and not yet due);

@@ -148,7 +148,8 @@ def test_a_change_that_would_leave_no_address_is_refused(owner_api, account):
 
 
 def test_a_contact_stored_without_an_address_may_still_change_its_name(owner_api, account):
-    """Stored before the rule: only a change of address is held to it, as with phones (DDD_NOTES)."""
+    """Stored before the rule: only a change of address is held to it, as with phones
+    (docs/subsystems/accounts-and-contacts.md)."""
     legacy = ContactFactory(account=account, email="", phone="")
     assert owner_api.patch(f"{CONTACTS}/{legacy.pk}", {"first_name": "Ada"}, format="json").status_code == 200
 

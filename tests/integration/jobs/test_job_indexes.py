@@ -1,4 +1,4 @@
-"""What each job costs the database's indexes (issue 15, DDD_NOTES "What a job costs the database").
+"""What each job costs the database's indexes (issue 15, docs/decisions/job-indexes.md).
 
 A claim and a completion each write a new version of the job's row, never HOT (status is in the claim
 index's predicate), so every index whose predicate holds gets a new entry at each of them: an index on
