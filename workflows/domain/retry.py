@@ -2,7 +2,7 @@
 
 A step's retries are the workflow's own (a step is not retried by the
 queue): the error is classified by the queue's one classifier, and the wait
-comes from the queue's one backoff formula (RetryPolicy), with the
+comes from the one backoff formula the queue uses too (kernel.retry.RetryPolicy), with the
 workflow's numbers (default 3 attempts, base 60 s, factor 2, jitter 10 %,
 capped) and any override in the step's config.
 """
@@ -14,8 +14,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from jobs.domain.retry import RetryPolicy
 from kernel.failures import ClassifiedError, classify
+from kernel.retry import RetryPolicy
 from workflows.domain.actions import RetryOverrides
 
 

@@ -64,26 +64,26 @@ def test_nonsense_policies_are_refused(kwargs, reason):
 
 def test_retryable_failure_with_attempts_left_is_retried_after_the_backoff():
     decision = POLICY.decide(attempt_number=2, error=classify(ServerFailure("503")), rng=random.Random(1))
-    assert decision.status is JobStatus.RETRYING
+    assert decision.status == JobStatus.RETRYING
     low, high = POLICY.backoff_bounds(2)
     assert low <= decision.delay <= high
 
 
 def test_last_attempt_goes_dead():
     decision = POLICY.decide(attempt_number=4, error=classify(ServerFailure("503")))
-    assert decision.status is JobStatus.DEAD
+    assert decision.status == JobStatus.DEAD
     assert decision.delay is None
 
 
 def test_the_jobs_own_max_attempts_wins_over_the_policy():
-    assert POLICY.decide(attempt_number=2, error=classify(TimeoutError()), max_attempts=2).status is JobStatus.DEAD
+    assert POLICY.decide(attempt_number=2, error=classify(TimeoutError()), max_attempts=2).status == JobStatus.DEAD
     assert POLICY.decide(attempt_number=5, error=classify(TimeoutError()), max_attempts=9).will_retry
 
 
 @pytest.mark.parametrize("exc", [ValidationFailure("400"), AuthFailure("401")])
 def test_permanent_errors_fail_at_once(exc):
     decision = POLICY.decide(attempt_number=1, error=classify(exc))
-    assert decision.status is JobStatus.FAILED
+    assert decision.status == JobStatus.FAILED
 
 
 def test_unclassified_errors_are_retried():
@@ -104,3 +104,14 @@ def test_rate_limit_without_retry_after_uses_the_formula():
     decision = POLICY.decide(attempt_number=3, error=classify(RateLimited("slow down")), rng=random.Random(3))
     low, high = POLICY.backoff_bounds(3)
     assert low <= decision.delay <= high
+
+
+def test_every_retry_outcome_is_the_job_state_of_the_same_name():
+    from jobs.domain.retry import RetryOutcome
+
+    assert {JobStatus(outcome.value) for outcome in RetryOutcome} == {
+        JobStatus.RETRYING,
+        JobStatus.FAILED,
+        JobStatus.DEAD,
+    }
+    assert all(JobStatus(outcome.value) == outcome for outcome in RetryOutcome)
