@@ -1,4 +1,5 @@
-"""Webhook signing secrets in the admin: never shown whole; rotated by an action that calls the service."""
+"""Webhook signing secrets in the admin (never shown whole; rotated by an action that calls the service), and the
+ledger of messages sent, read-only."""
 
 from django.contrib import admin, messages
 
@@ -6,7 +7,7 @@ from accounts.admin_scoping import AccountScopedAdmin
 from accounts.domain.roles import Permission
 from integrations.application.secrets import webhook_secret_rotate
 from integrations.domain.signing import mask_secret
-from integrations.infrastructure.models import WebhookSigningSecret
+from integrations.infrastructure.models import OutboundMessage, WebhookSigningSecret
 
 
 @admin.register(WebhookSigningSecret)
@@ -43,3 +44,55 @@ class WebhookSigningSecretAdmin(AccountScopedAdmin):
             f"Rotated {queryset.count()} secret(s). Give receivers the new secret: manage.py webhook_secret <slug>.",
             messages.SUCCESS,
         )
+
+
+@admin.register(OutboundMessage)
+class OutboundMessageAdmin(AccountScopedAdmin):
+    """The ledger, read-only: what each message did (sent, deferred until when and why, refused why), where it
+    came from, and each status it went through. Written by the door alone; nobody adds, edits or deletes a row
+    here (a contact's rows go with the contact)."""
+
+    list_display = ("created_at", "account", "channel", "purpose", "status", "contact", "step_key", "reason")
+    list_filter = ("status", "channel", "purpose", ("account", admin.RelatedOnlyFieldListFilter))
+    search_fields = ("idempotency_key", "provider_message_id", "step_key")
+    list_select_related = ("account", "contact")
+    ordering = ("-created_at",)
+    show_full_result_count = False  # the ledger grows with every message: no count(*) per page
+    fields = (
+        "idempotency_key",
+        "account",
+        "contact",
+        "channel",
+        "purpose",
+        "address",
+        "status",
+        "reason",
+        "rule",
+        "code",
+        "deferred_until",
+        "workflow_id",
+        "version_id",
+        "run_id",
+        "step_key",
+        "split_path",
+        "job_id",
+        "provider",
+        "provider_message_id",
+        "provider_calls",
+        "error",
+        "history",
+        "created_at",
+        "updated_at",
+        "sending_at",
+        "sent_at",
+    )
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

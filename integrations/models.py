@@ -1,5 +1,5 @@
 """Django finds models here; they live in integrations.infrastructure.models."""
 
-from integrations.infrastructure.models import SendingSettings, WebhookSigningSecret
+from integrations.infrastructure.models import OutboundMessage, SendingSettings, WebhookSigningSecret
 
-__all__ = ["SendingSettings", "WebhookSigningSecret"]
+__all__ = ["OutboundMessage", "SendingSettings", "WebhookSigningSecret"]

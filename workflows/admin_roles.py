@@ -17,6 +17,7 @@ VIEW = [
     "workflows.view_workflowversion",
     "workflows.view_workflowexecution",
     "workflows.view_executionlog",
+    "integrations.view_outboundmessage",  # the ledger of messages sent (read-only for everyone)
 ]
 ADMIN_ROLE_PERMISSIONS: dict[str, list[str]] = {
     # Sees, changes and exports nothing.
