@@ -103,6 +103,18 @@ def recipient(*, account_id: int, contact_id: Any = None, email: str = "") -> Re
     return Recipient(row[0], ConsentState(unsubscribed=row[1], sms_opted_out=row[2]))
 
 
+def contact_locked_for_sending(*, account_id: int | None, contact_id: Any) -> dict[str, Any] | None:
+    """The contact as a message to it needs it (address, consent, clock), its row locked until the caller's
+    transaction ends: the sending door (integrations.application.outbound) holds it across the ledger's cap
+    check, so concurrent senders to one contact count one after another. `FOR NO KEY UPDATE`: rows that only
+    reference the contact (its events, runs, ledger rows) are not blocked. None if there is no such contact."""
+    contacts = Contact.objects.select_for_update(no_key=True).filter(pk=contact_id)
+    if account_id is not None:
+        contacts = contacts.filter(account_id=account_id)
+    row = contacts.values("account_id", "email", "phone", "time_zone", "unsubscribed", "sms_opted_out").first()
+    return dict(row) if row is not None else None
+
+
 def contact_row(*, account_id: int, contact_id: Any) -> dict[str, Any] | None:
     """The account's contact as templates read it (id, email, phone, names, tags, custom fields); None if none."""
     row = (

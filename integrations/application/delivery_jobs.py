@@ -19,10 +19,13 @@ import logging
 from typing import Any
 
 from contacts.application.selectors import Recipient, recipient
-from integrations.application.channels import email_channel, webhook_client
+from integrations.application.channels import webhook_client
+from integrations.application.outbound import Deferred, Origin, Refused, send_message
 from integrations.domain.channels import EmailMessage, WebhookRequest
-from integrations.domain.sending import Channel, Outbound, Purpose, Refuse, consent
+from integrations.domain.sending import Purpose
 from jobs.public.handlers import InvalidPayload, JobContext, job_handler, payload_check, require
+from kernel import clock
+from kernel.failures import RateLimited
 
 log = logging.getLogger("relay.integrations")
 
@@ -98,7 +101,9 @@ _EMAIL: _Spec = {
     "from": (str, False),
     "account": (int, False),
     "contact": (int, False),
+    "purpose": (str, False),
 }
+EMAIL_PURPOSES = (Purpose.MARKETING.value, Purpose.TRANSACTIONAL.value)
 
 
 @payload_check(SEND_EMAIL)
@@ -106,46 +111,51 @@ def check_email_payload(payload: dict[str, Any]) -> dict[str, str]:
     problems = _problems(payload, _EMAIL)
     if payload.get("contact") is not None and payload.get("account") is None:
         problems["account"] = "is required with contact (a contact belongs to an account)"
+    purpose = payload.get("purpose")
+    if isinstance(purpose, str) and purpose not in EMAIL_PURPOSES:
+        problems["purpose"] = f"must be one of {', '.join(EMAIL_PURPOSES)}"
     return problems
 
 
 @job_handler(SEND_EMAIL)
 def send_email(payload: dict[str, Any], job: JobContext) -> dict[str, Any]:
-    """One email through EMAIL_URL. When the recipient is a contact of the account (named by `contact`, or
-    found by the address), consent is law (the sending rules' `consent`): an unsubscribed contact gets nothing
-    and the job completes as skipped, its result (Job.result) saying so and why; a contact's email carries its
-    unsubscribe link and headers."""
+    """One email through EMAIL_URL, by the door (integrations.application.outbound): its ledger row is the
+    job's (key `job_<id>`, the same on every retry, and the email's Message-ID is made from it), so a retry
+    after a crash never sends an email the ledger knows was sent. When the recipient is a contact of the
+    account (named by `contact`, or found by the address), the sending rules apply: consent is law (an
+    unsubscribed contact gets no marketing email: the job completes as skipped, its result saying so and
+    why), windows and caps defer it, and the email carries the contact's unsubscribe link and headers.
+    `purpose` is marketing unless the payload says transactional (a receipt reaches an unsubscribed contact)."""
     account_id = _account(payload, job)
     to = require(payload, "to", str)
     contact = _recipient(account_id, payload.get("contact"), to)
-    if contact is not None:
-        verdict = consent(
-            Outbound(
-                channel=Channel.EMAIL,
-                purpose=Purpose.MARKETING,  # as every send_email job was, until the door lets a sender say otherwise
-                key=f"job_{job.id}",
-                address=to,
-                consent=contact.consent,
-            )
-        )
-        if isinstance(verdict, Refuse):
-            log.info("send_email job %s skipped: contact %s: %s", job.id, contact.contact_id, verdict.reason)
-            # Kept with the job (Job.result): it completed, and this says nothing was sent, and why.
-            skipped = {"skipped": verdict.code, "contact": contact.contact_id, "reason": verdict.reason}
-            job.keep_result(skipped)
-            return skipped
-    result = email_channel().send_email(
-        EmailMessage(
+    purpose = Purpose(payload["purpose"]) if payload.get("purpose") else None
+    outcome = send_message(
+        key=f"job_{job.id}",
+        content=EmailMessage(
             to=to,
             subject=require(payload, "subject", str),
             text=require(payload, "text", str),
             html=payload.get("html"),
             from_email=payload.get("from") or None,
-            account_id=account_id,
-            contact_id=contact.contact_id if contact is not None else None,
-        )
+        ),
+        account_id=account_id,
+        contact_id=contact.contact_id if contact is not None else None,
+        purpose=purpose,
+        origin=Origin(job_id=job.id),
     )
-    return result.as_response_data()
+    if isinstance(outcome, Refused):
+        log.info("send_email job %s skipped: %s", job.id, outcome.reason)
+        # Kept with the job (Job.result): it completed, and this says nothing was sent, and why.
+        skipped: dict[str, Any] = {"skipped": outcome.code, "reason": outcome.reason}
+        if contact is not None:
+            skipped["contact"] = contact.contact_id
+        job.keep_result(skipped)
+        return skipped
+    if isinstance(outcome, Deferred):
+        # Not a failure: the job comes back when the rules let the email go.
+        raise RateLimited(f"deferred: {outcome.reason}", retry_after=outcome.seconds_after(clock.now()))
+    return outcome.result.as_response_data()
 
 
 def _account(payload: dict[str, Any], job: JobContext) -> int | None:

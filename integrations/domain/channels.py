@@ -11,6 +11,7 @@ once, where the protocol's answer is understood.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -47,6 +48,9 @@ class EmailMessage:
     headers: dict[str, str] = field(default_factory=dict)
     # Given (with account and contact): its links go through Relay's click redirect and it carries an open pixel.
     tracking: EmailTracking | None = None
+    # The ledger's key for this message (integrations.application.outbound): its Message-ID is made from it, so
+    # every attempt of one message carries the same Message-ID. None: a new Message-ID.
+    idempotency_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -138,8 +142,13 @@ def attach_failure_details[E: BaseException](
     return error
 
 
+# Told the moment the provider accepted a message, before the channel tidies up (an SMTP session's QUIT): the
+# ledger records it sent as early as it can be known.
+OnAccepted = Callable[[DeliveryResult], None]
+
+
 class EmailChannel(Protocol):
-    def send_email(self, message: EmailMessage) -> DeliveryResult: ...
+    def send_email(self, message: EmailMessage, *, on_accepted: OnAccepted | None = None) -> DeliveryResult: ...
 
 
 @dataclass(frozen=True)
@@ -154,8 +163,16 @@ class SentSms:
 
 
 class SmsChannel(Protocol):
+    """`idempotency_key`: the same on every attempt of one message; sent as the provider's idempotency header."""
+
     def send_sms(
-        self, *, to: str, body: str, account_id: int | None = None, contact_id: int | None = None
+        self,
+        *,
+        to: str,
+        body: str,
+        account_id: int | None = None,
+        contact_id: int | None = None,
+        idempotency_key: str | None = None,
     ) -> DeliveryResult: ...
 
 
@@ -167,6 +184,7 @@ class VoiceChannel(Protocol):
         message: str | None = None,
         recording_url: str | None = None,
         account_id: int | None = None,
+        idempotency_key: str | None = None,
     ) -> DeliveryResult: ...
 
 

@@ -3,26 +3,40 @@
 import logging
 import uuid
 
-from integrations.domain.channels import DeliveryResult, EmailMessage
+from integrations.domain.channels import DeliveryResult, EmailMessage, OnAccepted
 
 log = logging.getLogger("relay.integrations")
 
 
 class ConsoleEmailChannel:
-    def send_email(self, message: EmailMessage) -> DeliveryResult:
+    def send_email(self, message: EmailMessage, *, on_accepted: OnAccepted | None = None) -> DeliveryResult:
         log.info("email to %s: %s", message.to, message.subject)
         return DeliveryResult(channel="email", provider="console", message_id=f"console-{uuid.uuid4().hex[:12]}")
 
 
 class ConsoleSmsChannel:
     def send_sms(
-        self, *, to: str, body: str, account_id: int | None = None, contact_id: int | None = None
+        self,
+        *,
+        to: str,
+        body: str,
+        account_id: int | None = None,
+        contact_id: int | None = None,
+        idempotency_key: str | None = None,
     ) -> DeliveryResult:
         log.info("sms to %s: %s", to, body[:160])
         return DeliveryResult(channel="sms", provider="console", message_id=f"console-{uuid.uuid4().hex[:12]}")
 
 
 class ConsoleVoiceChannel:
-    def place_call(self, *, to, message=None, recording_url=None, account_id=None) -> DeliveryResult:
+    def place_call(
+        self,
+        *,
+        to: str,
+        message: str | None = None,
+        recording_url: str | None = None,
+        account_id: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> DeliveryResult:
         log.info("call to %s: %s", to, "recording" if recording_url else (message or "")[:160])
         return DeliveryResult(channel="voice", provider="console", message_id=f"console-{uuid.uuid4().hex[:12]}")

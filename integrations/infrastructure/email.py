@@ -8,7 +8,9 @@ RFC 8058 one-click headers; SMTP's answers are mapped onto the queue's errors
 from __future__ import annotations
 
 import email.policy
+import hashlib
 import logging
+import re
 import smtplib
 import ssl
 from collections.abc import Callable
@@ -21,7 +23,7 @@ from django.core.exceptions import ValidationError
 from django.core.mail import EmailMultiAlternatives, mailers
 from django.core.validators import validate_email
 
-from integrations.domain.channels import DeliveryResult, EmailMessage, attach_failure_details
+from integrations.domain.channels import DeliveryResult, EmailMessage, OnAccepted, attach_failure_details
 from integrations.domain.failures import failure_for_smtp_reply
 from integrations.domain.sms import mask_email
 from integrations.domain.tracking import EmailTracking, track_email
@@ -73,7 +75,10 @@ class DjangoMailEmailChannel:
         self._tracking_links = tracking_links
         self._alias = mailer_alias
 
-    def send_email(self, message: EmailMessage) -> DeliveryResult:
+    def send_email(self, message: EmailMessage, *, on_accepted: OnAccepted | None = None) -> DeliveryResult:
+        """One message through the mailer. `on_accepted` hears of it once the server accepted it, before the
+        session's QUIT (the ledger records it sent as early as that can be known); a QUIT that fails then
+        changes nothing: the message was accepted."""
         to = self._recipient(message.to)
         subject = message.subject if isinstance(message.subject, str) else ""
         if not subject.strip():
@@ -100,24 +105,28 @@ class DjangoMailEmailChannel:
             headers["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"
             text, html = with_unsubscribe_footer(text, html, unsubscribe)
         domain = parseaddr(sender)[1].rpartition("@")[2] or None
-        message_id = make_msgid(domain=domain)
+        message_id = stable_message_id(message.idempotency_key, domain) if message.idempotency_key else None
+        message_id = message_id or make_msgid(domain=domain)
         headers["Message-ID"] = message_id
 
         mail = _RelayEmail(subject=subject, body=text, from_email=sender, to=[to], headers=headers)
         if html:
             mail.attach_alternative(html, "text/html")
         provider = _provider_name(self._alias)
+        backend = mailers[self._alias]
         try:
-            mailers[self._alias].send_messages([mail])
-        except JobError:
-            raise
+            backend.open()  # held open across the send, so the session ends (QUIT) only after on_accepted
+            backend.send_messages([mail])
         except Exception as exc:
+            _close_quietly(backend)
+            if isinstance(exc, JobError):
+                raise
             error = classify_smtp_error(exc)
             attach_failure_details(error, {"provider": provider, "smtp_code": getattr(error, "smtp_code", None)})
             log.warning("email %s to %s failed: %s", message_id, mask_email(to), error)
             raise error from None
         log.info("email %s to %s handed to %s", message_id, mask_email(to), provider)
-        return DeliveryResult(
+        result = DeliveryResult(
             channel="email",
             provider=provider,
             message_id=message_id,
@@ -127,6 +136,12 @@ class DjangoMailEmailChannel:
                 **({"tracked": True, "tracked_links": tracked_links} if tracked_links is not None else {}),
             },
         )
+        try:
+            if on_accepted is not None:
+                on_accepted(result)
+        finally:
+            _close_quietly(backend)
+        return result
 
     @staticmethod
     def _recipient(to: str) -> str:
@@ -211,6 +226,25 @@ def classify_smtp_error(exc: BaseException) -> JobError:
     if isinstance(exc, ValueError):  # an address Django could not encode
         return ValidationFailure("an address could not be encoded for SMTP")
     return ServerFailure(f"email failed ({type(exc).__name__})")
+
+
+def stable_message_id(key: str, domain: str | None) -> str:
+    """The Message-ID of every attempt of one message: made from the ledger's key, so a message sent again
+    after an unknown outcome carries the same id and a receiver that drops duplicates by Message-ID sees one.
+    The key is used as it is when it is an RFC 5322 dot-atom of safe characters, else by its SHA-256."""
+    local = key if _SAFE_ID.fullmatch(key) else hashlib.sha256(key.encode()).hexdigest()[:40]
+    return f"<relay.{local}@{domain or 'relay.invalid'}>"
+
+
+_SAFE_ID = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
+
+
+def _close_quietly(backend: object) -> None:
+    """End the mailer's session; what fails here (a QUIT the server dropped) says nothing about the message."""
+    try:
+        backend.close()  # type: ignore[attr-defined]
+    except Exception as exc:
+        log.info("closing the mail session failed (%s); the message's outcome was already known", type(exc).__name__)
 
 
 def _provider_name(alias: str) -> str:

@@ -82,8 +82,16 @@ class TwilioClient:
     def config(self) -> TwilioSettings:
         return self._config or TwilioSettings.from_settings()
 
-    def create(self, resource: str, form: Mapping[str, str]) -> tuple[dict[str, Any], float]:
-        """POST `form` to `{resource}.json`; the parsed answer and the time it took (ms)."""
+    def create(
+        self, resource: str, form: Mapping[str, str], *, idempotency_key: str | None = None
+    ) -> tuple[dict[str, Any], float]:
+        """POST `form` to `{resource}.json`; the parsed answer and the time it took (ms).
+
+        `idempotency_key` goes as an `Idempotency-Key` header: a provider or gateway speaking Twilio's API that
+        honours it (Telnyx-style) answers a repeated key with the first message instead of sending another.
+        Twilio's own Messages and Calls resources document no idempotency: there the header changes nothing,
+        and a message sent again after an unknown outcome may arrive twice
+        (docs/decisions/the-door-and-the-ledger.md)."""
         config = self.config
         missing = config.missing()
         if missing:
@@ -95,7 +103,11 @@ class TwilioClient:
                 url,
                 data=dict(form),
                 auth=(config.account_sid, config.auth_token),
-                headers={"Accept": "application/json", "User-Agent": "Relay"},
+                headers={
+                    "Accept": "application/json",
+                    "User-Agent": "Relay",
+                    **({"Idempotency-Key": idempotency_key} if idempotency_key else {}),
+                },
                 timeout=(config.connect_timeout, config.read_timeout),
                 allow_redirects=False,
             )
@@ -167,7 +179,13 @@ class TwilioSmsChannel:
         self.on_sent = on_sent
 
     def send_sms(
-        self, *, to: str, body: str, account_id: int | None = None, contact_id: int | None = None
+        self,
+        *,
+        to: str,
+        body: str,
+        account_id: int | None = None,
+        contact_id: int | None = None,
+        idempotency_key: str | None = None,
     ) -> DeliveryResult:
         number = _recipient(to)
         if not isinstance(body, str) or not body.strip():
@@ -175,7 +193,9 @@ class TwilioSmsChannel:
         if len(body) > MAX_SMS_LENGTH:
             raise ValidationFailure(f"body: longer than {MAX_SMS_LENGTH} characters")
         from_number = self.client.config.from_number
-        data, duration_ms = self.client.create("Messages", {"To": number, "From": from_number, "Body": body})
+        data, duration_ms = self.client.create(
+            "Messages", {"To": number, "From": from_number, "Body": body}, idempotency_key=idempotency_key
+        )
         result = _delivery("sms", data, duration_ms)
         log.info("sms to %s accepted by twilio as %s (%s)", mask_phone(number), result.message_id, result.status)
         if self.on_sent is not None and account_id is not None and contact_id is not None:
@@ -195,10 +215,13 @@ class TwilioVoiceChannel:
         message: str | None = None,
         recording_url: str | None = None,
         account_id: int | None = None,
+        idempotency_key: str | None = None,
     ) -> DeliveryResult:
         number = _recipient(to)
         data, duration_ms = self.client.create(
-            "Calls", {"To": number, "From": self.client.config.from_number, "Twiml": call_twiml(message, recording_url)}
+            "Calls",
+            {"To": number, "From": self.client.config.from_number, "Twiml": call_twiml(message, recording_url)},
+            idempotency_key=idempotency_key,
         )
         result = _delivery("voice", data, duration_ms)
         log.info("call to %s accepted by twilio as %s (%s)", mask_phone(number), result.message_id, result.status)

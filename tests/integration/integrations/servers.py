@@ -205,10 +205,18 @@ class FakeTwilio(_LoopbackHttpServer):
 
     +15550000429: 429 with Retry-After 9 · +15550000500: 500 · +15550000400: 400 with Twilio error 21211 ·
     +15550000999: hangs · anything else: 201 with a new SM/CA sid.
+
+    A request with an `Idempotency-Key` it has answered before gets that answer again and creates nothing (as
+    a Twilio-compatible provider that honours the header does; Twilio's own API documents no such header).
     """
 
     account_sid = "AC" + "1" * 32
     auth_token = "fake-twilio-auth-token-5f2c"
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        super().__init__(host)
+        self.answered: dict[str, bytes] = {}  # Idempotency-Key -> the 201 answer it got
+        self.created: list[str] = []  # the sids of the messages and calls created, in order
 
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
@@ -235,11 +243,20 @@ class FakeTwilio(_LoopbackHttpServer):
             self.release.wait(10)
             handler.reply(201, b"{}")
         elif resource in ("Messages.json", "Calls.json"):
-            sid = ("SM" if resource == "Messages.json" else "CA") + uuid.uuid4().hex
-            answer = {"sid": sid, "status": "queued", "to": to, "from": request.form.get("From", [""])[0]}
-            if resource == "Messages.json":
-                answer["num_segments"] = "1"
-            handler.reply(201, json.dumps(answer).encode())
+            key = request.header("Idempotency-Key")
+            with self._lock:
+                if key and key in self.answered:
+                    handler.reply(201, self.answered[key])
+                    return
+                sid = ("SM" if resource == "Messages.json" else "CA") + uuid.uuid4().hex
+                created = {"sid": sid, "status": "queued", "to": to, "from": request.form.get("From", [""])[0]}
+                if resource == "Messages.json":
+                    created["num_segments"] = "1"
+                reply = json.dumps(created).encode()
+                self.created.append(sid)
+                if key:
+                    self.answered[key] = reply
+            handler.reply(201, reply)
         else:
             handler.reply(404, b"{}")
 
