@@ -57,6 +57,9 @@ class JobOut(serializers.ModelSerializer):
     dead_letter_reason = DeadLetterReasonField(
         help_text="For a dead or failed job: expired, attempts_exhausted or permanent; else null."
     )
+    snoozes = serializers.IntegerField(
+        read_only=True, help_text="How often its handler snoozed it: put back until later, never counted as an attempt."
+    )
 
     class Meta:
         model = Job
@@ -76,6 +79,7 @@ class JobOut(serializers.ModelSerializer):
             "failed_at",
             "expires_at",
             "dead_letter_reason",
+            "snoozes",
         ]
         read_only_fields = fields
 

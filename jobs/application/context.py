@@ -5,9 +5,10 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 from uuid import UUID
 
+from jobs.domain.snooze import JobSnooze
 from kernel.failures import LeaseLost
 
 if TYPE_CHECKING:
@@ -73,6 +74,13 @@ class JobContext:
         from jobs.infrastructure.models import Job
 
         Job.objects.using(queue_database()).filter(pk=self.id, worker_id=self.worker_id).update(result=result)
+
+    def snooze(self, seconds: float, reason: str = "") -> NoReturn:
+        """Put this job back until `seconds` from now (the database's clock), uncounted: not an attempt, so
+        `max_attempts` is not used up, and counted in `Job.snoozes` and `/metrics` instead. Raises `JobSnooze`,
+        which the worker catches: nothing after this call runs, and an open transaction of the handler's is
+        rolled back with it (commit first what must be kept)."""
+        raise JobSnooze(seconds, reason)
 
     def _completed(self) -> None:
         self.completed_in_transaction = True

@@ -55,6 +55,7 @@ LEASE_EXPIRIES = "relay_jobs_lease_expiries_total"
 EXPIRED_JOBS = "relay_jobs_expired_total"
 PICKUP_LATENCY = "relay_jobs_pickup_latency_seconds"
 VACUUMS = "relay_jobs_vacuums_total"  # jobs.application.vacuum
+SNOOZES = "relay_jobs_snoozes_total"  # a handler put its job back for later (jobs.domain.snooze)
 PICKUP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
 
@@ -107,6 +108,12 @@ ATTEMPT_RETRIED = (ATTEMPTS, labels_key(outcome="retried"))
 ATTEMPT_DEAD_LETTERED = (ATTEMPTS, labels_key(outcome="dead_lettered"))
 LEASE_EXPIRED = (LEASE_EXPIRIES, "")
 JOB_EXPIRED = (EXPIRED_JOBS, "")
+
+
+def snoozed(handler: str) -> tuple[str, str]:
+    """The series of one handler's snoozes (handlers are registered names: a bounded set of labels)."""
+    return (SNOOZES, labels_key(handler=handler))
+
 
 # --- the process's own counts ---------------------------------------------------------------------------
 
@@ -341,6 +348,11 @@ register_counter(
     ATTEMPTS, "Attempts the workers recorded, by outcome (succeeded, retried, dead_lettered).", ("outcome",)
 )
 register_counter(LEASE_EXPIRIES, "Jobs whose lease passed (their worker died) and that were rescued.")
+register_counter(
+    SNOOZES,
+    "Snoozes the workers recorded, by handler: a job put back until later by its handler, not counted as an attempt.",
+    ("handler",),
+)
 register_counter(
     VACUUMS,
     "VACUUMs (kind=vacuum, with ANALYZE when due) and ANALYZEs the workers ran on the queue's tables because"

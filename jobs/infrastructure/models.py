@@ -31,6 +31,10 @@ class Job(models.Model):
     attempt_number = models.PositiveIntegerField(default=0)  # attempts started (and counted)
     max_attempts = models.PositiveIntegerField()
     retry_delay_seconds = models.FloatField(null=True, blank=True)  # the latest backoff chosen
+    # How often its handler snoozed it (jobs.domain.snooze): back to pending later, each time uncounted in
+    # attempt_number. A database default, so the queue's plain INSERTs (and the outbox's) need not name it, and
+    # no CHECK (a PositiveIntegerField's): adding the column is then a catalogue change, no scan of the table.
+    snoozes = models.IntegerField(db_default=0, default=0, editable=False)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     worker_id = models.CharField(max_length=120, blank=True, default="")
     # Foreign keys into `default`, which the queue's database may not hold (JOBS_DATABASE): no constraint, and

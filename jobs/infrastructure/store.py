@@ -162,6 +162,12 @@ class JobStore:
     ) -> bool:
         raise NotImplementedError
 
+    def snooze(self, worker_id: str, job_id: UUID, attempt_number: int, *, delay: float, started: float) -> bool:
+        """A handler snoozed its job: back to pending, due `delay` seconds from the database's now, its attempt
+        uncounted and `snoozes` one more; a deadline moves as for a planned retry (`pushed_expiry`). The
+        compare-and-set of every finish: False when this worker no longer holds the attempt."""
+        raise NotImplementedError
+
     def release(self, worker_id: str, job_ids: Sequence[UUID] | None = None, delay: float = 0.0) -> list[UUID]:
         """Put running jobs back to pending without counting the attempt (due after `delay` seconds)."""
         raise NotImplementedError
@@ -399,6 +405,27 @@ class PostgresJobStore(JobStore):
         RETURNING j.id
     """
 
+    # A handler's snooze: the release of one attempt (uncounted, due later) under the finish's compare-and-set,
+    # counted in `snoozes`; a deadline moves as FAIL moves it for a planned retry (pushed_expiry).
+    SNOOZE = """
+        WITH snoozed AS (
+            UPDATE jobs_job
+            SET status = 'pending', attempt_number = attempt_number - 1, snoozes = snoozes + 1,
+                started_at = statement_timestamp() - make_interval(secs => %(started_ago)s::float8),
+                run_at = statement_timestamp() + make_interval(secs => %(delay)s::float8),
+                lease_expires_at = NULL,
+                expires_at = CASE WHEN expires_at IS NULL THEN NULL
+                             ELSE greatest(expires_at, statement_timestamp() + make_interval(secs => %(delay)s::float8)
+                                                       + greatest(expires_at - run_at, interval '1 second')) END
+            WHERE id = %(id)s AND attempt_number = %(attempt)s AND status = 'running' AND worker_id = %(worker)s
+            RETURNING queue
+        ),
+        woken AS (
+            SELECT pg_notify('relay_jobs', queue || ' 1') FROM snoozed WHERE %(delay)s::float8 = 0
+        )
+        SELECT (SELECT count(*) FROM snoozed), (SELECT count(*) FROM woken)
+    """
+
     RELEASE = """
         WITH released AS (
             UPDATE jobs_job
@@ -595,6 +622,17 @@ class PostgresJobStore(JobStore):
             cursor.execute(self.FAIL, params)
             return cursor.rowcount == 1
 
+    def snooze(self, worker_id, job_id, attempt_number, *, delay, started) -> bool:
+        params = {
+            "delay": float(delay),
+            "started_ago": clock.ages(started)[0],
+            "id": job_id,
+            "attempt": attempt_number,
+            "worker": worker_id,
+        }
+        rows = self._rows(self.SNOOZE, params)
+        return bool(rows and rows[0][0] == 1)
+
     def release(self, worker_id: str, job_ids: Sequence[UUID] | None = None, delay: float = 0.0) -> list[UUID]:
         if job_ids is not None and not job_ids:
             return []
@@ -778,6 +816,34 @@ class SqliteJobStore(JobStore):
                     *self._on_database_clock(now, started),
                     run_at,
                     delay,
+                    expires_at,
+                    job_id.hex,
+                    attempt_number,
+                    worker_id,
+                ],
+            )
+            return cursor.rowcount == 1
+
+    def snooze(self, worker_id, job_id, attempt_number, *, delay, started) -> bool:
+        with self._transaction(), self.connection.cursor() as cursor:
+            now = self._now()  # after BEGIN IMMEDIATE, as fail: due its delay after the snooze is written
+            due = now + timedelta(seconds=delay)
+            cursor.execute("SELECT expires_at, run_at FROM jobs_job WHERE id = %s", [job_id.hex])
+            row = cursor.fetchone()
+            expires_at = None
+            if row is not None and row[0] is not None:
+                parse = self.connection.ops.convert_datetimefield_value
+                old_expiry, old_run = (parse(v, None, self.connection) for v in row)
+                pushed = pushed_expiry(old_expiry, old_run, due)
+                expires_at = self._ts(pushed) if pushed is not None else None
+            cursor.execute(
+                "UPDATE jobs_job SET status = 'pending', attempt_number = attempt_number - 1,"
+                " snoozes = snoozes + 1, started_at = %s, run_at = %s, lease_expires_at = NULL,"
+                " expires_at = coalesce(%s, expires_at)"
+                " WHERE id = %s AND attempt_number = %s AND status = 'running' AND worker_id = %s",
+                [
+                    *self._on_database_clock(now, started),
+                    self._ts(due),
                     expires_at,
                     job_id.hex,
                     attempt_number,

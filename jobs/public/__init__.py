@@ -2,8 +2,9 @@
 
     from jobs.public import JobContext, PermanentError, RetryableError, enqueue, job_handler
 
-This module is the handler API (queue work, handle it, fail it). Its submodules are the rest of what other
-apps use, one purpose each:
+This module is the handler API (queue work, handle it, fail it, or snooze it: `job.snooze(seconds)` or
+`raise JobSnooze(seconds)` puts the job back until later without counting an attempt). Its submodules are
+the rest of what other apps use, one purpose each:
 
 - `jobs.public.handlers`: registration in full (batch handlers, dead-letter hooks, payload readers);
 - `jobs.public.schedules`: an app's own cron schedules (create, pause, resume, delete; built-in ones);
@@ -22,7 +23,15 @@ written against it still load.
 """
 
 from jobs.application.queue import InvalidJob, JobSpec, enqueue, enqueue_many
-from jobs.public.handlers import DeadLetter, JobContext, batch_handler, job_handler, on_dead_letter, payload_check
+from jobs.public.handlers import (
+    DeadLetter,
+    JobContext,
+    JobSnooze,
+    batch_handler,
+    job_handler,
+    on_dead_letter,
+    payload_check,
+)
 from kernel.failures import (
     AuthFailure,
     JobError,
@@ -42,6 +51,7 @@ __all__ = [
     "InvalidJob",
     "JobContext",
     "JobError",
+    "JobSnooze",
     "JobSpec",
     "JobTimeout",
     "NetworkFailure",

@@ -22,12 +22,16 @@ from jobs.application.registry import (
     payload_check,
 )
 from jobs.domain.retry import RetryPolicy
+from jobs.domain.snooze import MAX_SNOOZE_SECONDS, InvalidSnooze, JobSnooze
 
 __all__ = [
+    "MAX_SNOOZE_SECONDS",
     "BatchItem",
     "DeadLetter",
     "InvalidPayload",
+    "InvalidSnooze",
     "JobContext",
+    "JobSnooze",
     "MissingPayloadKey",
     "RetryPolicy",
     "batch_handler",

@@ -57,6 +57,21 @@ def fail(payload: dict[str, Any], job: JobContext) -> None:
     raise ERRORS[payload.get("kind", "server")](payload.get("message", "it failed"))
 
 
+@job_handler("test.snooze")
+def snooze(payload: dict[str, Any], job: JobContext) -> None:
+    """Snooze `times` times (`seconds` each), then complete; every run is recorded, so a test counts them."""
+    runs = sum(1 for r in read_records(payload["path"]) if r.get("job") == str(job.id))
+    _record(payload["path"], job=str(job.id), attempt=job.attempt_number, at=time.time(), run=runs + 1)
+    if runs < payload.get("times", 1):
+        if payload.get("raise"):
+            from jobs.public import JobSnooze
+
+            raise JobSnooze(payload.get("seconds", 0), "raised")
+        job.snooze(payload.get("seconds", 0), "not yet")
+    if payload.get("then_fail"):
+        raise ServerFailure("it failed after its snoozes")
+
+
 @job_handler("test.kill_worker")
 def kill_worker(payload: dict[str, Any], job: JobContext) -> None:
     """Kill the worker process running this job, every time (a poison job)."""

@@ -2,6 +2,10 @@
 retry after its backoff, failed, dead), and the decision is written at once, under the compare-and-set on
 the lease. An executor that cannot reach the database keeps it (`Executor.failures`) until it can; a job
 that gave up for good is told to its dead-letter hook.
+
+A snooze (the handler raised `JobSnooze`, or called `job.snooze`) takes the same road without being a failure:
+nothing is classified, the job is put back until its time, uncounted (`JobStore.snooze`), kept like a failure
+while the database is unreachable, and counted in `relay_jobs_snoozes_total`.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from django.db import Error as DatabaseError
 from jobs.application import metrics
 from jobs.application.dead_letters import tell_hook
 from jobs.application.registry import DeadLetter
-from jobs.application.worker.state import Executor, Failure, WorkerState
+from jobs.application.worker.state import Executor, Failure, Snooze, WorkerState
+from jobs.domain.snooze import JobSnooze
 from jobs.infrastructure.store import ClaimedJob, JobStore
 from kernel.failures import classify, format_error
 
@@ -36,8 +41,13 @@ class Failures:
         not_before: float = 0.0,
         executor: Executor | None = None,
     ) -> None:
-        """Decide what the failed attempt leads to and write it; an executor keeps it if it cannot be written."""
-        failure = self.decide(job, exc, started, not_before)
+        """Decide what the failed attempt leads to and write it; an executor keeps it if it cannot be written.
+        A snooze is not decided: the handler said when."""
+        failure: Failure | Snooze
+        if isinstance(exc, JobSnooze):
+            failure = Snooze(job, exc.seconds, exc.reason, started)
+        else:
+            failure = self.decide(job, exc, started, not_before)
         if executor is not None and executor.connection_lost:
             executor.failures.append(failure)
             return
@@ -54,9 +64,11 @@ class Failures:
             log.debug("job %s raised %s at\n%s", job.id, error.message, "".join(traceback.format_tb(exc.__traceback__)))
         return Failure(job, error, decision, delay, started)
 
-    def write(self, store: JobStore, failure: Failure, executor: Executor | None = None) -> bool | None:
+    def write(self, store: JobStore, failure: Failure | Snooze, executor: Executor | None = None) -> bool | None:
         """Write a decided failure: True when written, False when this worker no longer holds the job, None
         when the database could not be reached (an executor keeps it, to write it once the database is back)."""
+        if isinstance(failure, Snooze):
+            return self.write_snooze(store, failure, executor)
         job, error, decision, delay = failure.job, failure.error, failure.decision, failure.delay
         try:
             written = store.fail(
@@ -105,6 +117,36 @@ class Failures:
                 error.message,
             )
             self.dead_letter(DeadLetter(job.id, job.handler, job.payload, decision.status.value, error.message))
+        return True
+
+    def write_snooze(self, store: JobStore, snooze: Snooze, executor: Executor | None = None) -> bool | None:
+        """Put the snoozed job back until its time, its attempt uncounted; True, False and None as `write`."""
+        job = snooze.job
+        try:
+            written = store.snooze(
+                self.state.worker_id, job.id, job.attempt_number, delay=snooze.seconds, started=snooze.started
+            )
+        except DatabaseError as exc:
+            store.connection.close()
+            if executor is None:
+                log.error("could not record the snooze of job %s: %s", job.id, format_error(exc))
+                return None
+            log.warning("could not record the snooze of job %s yet: %s; kept", job.id, format_error(exc))
+            executor.failures.append(snooze)
+            executor.connection_lost = True
+            return None
+        if not written:
+            log.warning("job %s snooze not recorded: this worker no longer holds its lease", job.id)
+            return False
+        metrics.count(metrics.snoozed(job.handler))
+        log.info(
+            "job %s %s snoozed for %.1f s (attempt %d not counted)%s",
+            job.id,
+            job.handler,
+            snooze.seconds,
+            job.attempt_number,
+            f": {snooze.reason}" if snooze.reason else "",
+        )
         return True
 
     def dead_letter(self, letter: DeadLetter) -> None:

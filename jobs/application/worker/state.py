@@ -60,6 +60,16 @@ class Failure:
 
 
 @dataclass
+class Snooze:
+    """A handler snoozed its job (jobs.domain.snooze): not a failure, but written and kept as one is."""
+
+    job: ClaimedJob
+    seconds: float
+    reason: str
+    started: float
+
+
+@dataclass
 class Executor:
     index: int
     thread: threading.Thread | None = None  # set when the worker runs
@@ -69,7 +79,7 @@ class Executor:
     # and jobs it had claimed but not started (given back). A lease another worker took in between refuses
     # the write (the compare-and-set on every finish), so nothing is recorded twice.
     acks: list[Finished] = field(default_factory=list)  # completed, not yet acknowledged
-    failures: list[Failure] = field(default_factory=list)  # failed, not yet recorded
+    failures: list[Failure | Snooze] = field(default_factory=list)  # failed or snoozed, not yet recorded
     unstarted: list[UUID] = field(default_factory=list)  # ids claimed, never started, not yet given back
     connection_lost: bool = False  # a queue statement failed: start nothing more until the debts are written
     grouped: bool = False  # its last batch went to a batch handler: claim by GROUP_TARGET_SECONDS

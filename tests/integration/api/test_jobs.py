@@ -47,6 +47,7 @@ def test_a_job_row_carries_what_an_owner_needs_and_never_the_payload(owner_api, 
         "failed_at",
         "expires_at",
         "dead_letter_reason",
+        "snoozes",
     }
     assert row["handler"] == "noop"
     assert row["status"] == "retrying"
