@@ -845,13 +845,16 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
                     # stored redacted already; shown through the API's rule again (an attribute for the page only)
                     shown = json.dumps(shown_json(attempt.response_data), indent=2)[:4000]
                     attempt.shown_response = shown  # type: ignore[attr-defined]
+            # A deferred step (a send window, a frequency cap): why it waits, in the rule's own words.
+            deferred = next((step.deferred for step in timeline if step.state == "deferred"), "")
             extra.update(
                 timeline=timeline,
                 run_jobs=shown_jobs,
+                deferred=deferred,
                 retrying_at=pending.run_at
-                if pending and execution.retry_count and execution.status == "queued"
+                if pending and execution.retry_count and execution.status == "queued" and not deferred
                 else None,
-                live=execution.status in ("queued", "active", "waiting"),
+                live=execution.status in ("queued", "active", "waiting") and not deferred,
                 run_path=run_path(
                     execution.context, execution.current_step_index, execution.step_count, execution.current_step_key
                 ),

@@ -63,6 +63,7 @@ from workflows.domain.actions import (
     split_bucket,
 )
 from workflows.domain.conditions import Condition, ConditionOp, Facts, all_hold
+from workflows.domain.deferral import Deferral
 from workflows.domain.execution import StepOutcome
 from workflows.domain.redaction import answer_step
 from workflows.domain.templates import TemplateError, TemplateRenderer, contact_view, render_tree, template_context
@@ -206,6 +207,9 @@ class ActionResult:
     next_key: str | None = None  # a deciding step: the key (or END) it chose; None: the step's own `next`
     decision: Mapping[str, Any] = field(default_factory=dict)  # what it chose and why, for the log row
     end_reason: str = ""  # why the run ends here, when next_key is END
+    # Not now (a send window, a frequency cap: the door's Deferred): the engine asks the step again at its
+    # `until`, without spending an attempt or a visit (workflows.domain.deferral); `data` is logged with it.
+    deferred: Deferral | None = None
 
 
 class ActionExecutor(Protocol):

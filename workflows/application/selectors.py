@@ -9,6 +9,7 @@ from uuid import UUID
 from django.db.models import Count, Prefetch, QuerySet
 
 from workflows.application.errors import ExecutionNotFound, WorkflowNotFound
+from workflows.domain.deferral import deferral_sentence
 from workflows.infrastructure.models import ExecutionLog, Workflow, WorkflowExecution, WorkflowStep, WorkflowVersion
 
 
@@ -135,12 +136,15 @@ class TimelineStep:
     index: int
     name: str
     action_type: str
-    state: str  # "done", "failed", "skipped", "current", "waiting", "retrying", "to come", "not reached"
+    # "done", "failed", "skipped", "current", "waiting", "retrying", "deferred", "to come", "not reached"
+    state: str
     attempts: list[ExecutionLog]
     label: str = ""  # what the page calls the step (its name, or its action in words)
     summary: str = ""  # one line saying what it does
     key: str = ""  # the step's key in its version (CONTRACT: how the graph and the log name it)
     decisions: list[dict] = field(default_factory=list)  # what it chose, each time it ran (ExecutionLog.decision)
+    # why it waits, in plain words, while it is deferred ("waiting for the send window (opens Tue 09:00 ...)")
+    deferred: str = ""
 
 
 def run_timeline(*, execution: WorkflowExecution) -> list[TimelineStep]:
@@ -163,6 +167,8 @@ def run_timeline(*, execution: WorkflowExecution) -> list[TimelineStep]:
             state = {"waiting": "waiting", "paused": "paused"}.get(execution.status, "current")
             if last == "retrying":
                 state = "retrying"
+            elif last == "deferred" and execution.status == "queued":
+                state = "deferred"  # a send window, a frequency cap: asked again at the time its reason says
         elif ended:
             state = "not reached"
         else:
@@ -176,6 +182,7 @@ def run_timeline(*, execution: WorkflowExecution) -> list[TimelineStep]:
                 attempts=attempts,
                 key=step.get("key") or f"step_{index + 1}",
                 decisions=[dict(log.decision) for log in attempts if log.decision],
+                deferred=deferral_sentence(attempts[-1].response_data) if state == "deferred" else "",
             )
         )
     return steps

@@ -68,6 +68,7 @@ class StepCounts:
     failed: int = 0
     skipped: int = 0
     retried: int = 0
+    deferred: int = 0  # asked again later (a send window, a frequency cap): not attempts, counted apart
     # a branch or split: how many runs took each of its paths, most taken first
     paths: list[tuple[str, int]] = field(default_factory=list)
 
@@ -78,7 +79,8 @@ def _most_taken_first(item: tuple[str, int]) -> tuple[int, bool, str]:
 
 
 def workflow_step_counts(*, workflow_id: int, since: datetime) -> list[StepCounts]:
-    """Per step (by position in its version): attempts that passed, failed for good, were skipped or retried."""
+    """Per step (by position in its version): attempts that passed, failed for good, were skipped or retried, and
+    the times it was deferred (not an attempt: asked again later)."""
     rows = (
         ExecutionLog.objects.filter(execution__workflow_id=workflow_id, started_at__gte=since)
         .order_by()
@@ -91,6 +93,7 @@ def workflow_step_counts(*, workflow_id: int, since: datetime) -> list[StepCount
             failed=Count("id", filter=Q(outcome=StepOutcome.FAILED)),
             skipped=Count("id", filter=Q(outcome=StepOutcome.SKIPPED)),
             retried=Count("id", filter=Q(outcome=StepOutcome.RETRYING)),
+            deferred=Count("id", filter=Q(outcome=StepOutcome.DEFERRED)),
         )
         .order_by("step_index")
     )
@@ -120,6 +123,7 @@ def workflow_step_counts(*, workflow_id: int, since: datetime) -> list[StepCount
             failed=row["failed"],
             skipped=row["skipped"],
             retried=row["retried"],
+            deferred=row["deferred"],
             paths=sorted(taken.get(row["step_index"], {}).items(), key=_most_taken_first),
         )
         for row in rows

@@ -3,7 +3,8 @@
 A run (WorkflowExecution) carries one contact through the steps of one
 workflow version, one step at a time:
 
-    QUEUED     its next step is on the queue (the first one, the next one, or a retry due at resume_at)
+    QUEUED     its next step is on the queue (the first one, the next one, a retry or a deferred step due at
+               resume_at)
     ACTIVE     a worker is carrying out its current step right now
     WAITING    a wait step is counting down to resume_at, or a wait_for_event step waits for its event
                (at most until resume_at, its timeout)
@@ -43,7 +44,8 @@ class ExecutionStatus(StrEnum):
 #   queued    -> paused      an operator pauses it (its queued job is cancelled)
 #   queued    -> cancelled   an operator cancels it
 #   queued    -> failed      its step job ended dead on the queue (e.g. the database refused it every time)
-#   active    -> queued      the step succeeded and the next is queued, or it failed and will be retried
+#   active    -> queued      the step succeeded and the next is queued, or it failed and will be retried, or it
+#                            was deferred (a send window, a frequency cap) and is asked again at its `until`
 #   active    -> waiting     a wait step began
 #   active    -> completed   the last step succeeded, an end step or a goal ended it
 #   active    -> failed      the step failed for good
@@ -138,6 +140,9 @@ class StepOutcome(StrEnum):
     RETRYING = "retrying"  # failed for a passing reason; another attempt is queued
     FAILED = "failed"  # failed for good: permanent error or attempts exhausted
     SKIPPED = "skipped"  # not carried out, on purpose (consent, no address); the run goes on
+    # not now (a send window closed, a frequency cap reached): the step is asked again at its `until`; not an
+    # attempt (the next one has the same number) and not a visit (the run's path does not grow)
+    DEFERRED = "deferred"
 
 
 class MoveKind(Enum):
@@ -288,6 +293,24 @@ class Execution:
             return NextMove.nothing()
         self._move(ExecutionStatus.QUEUED, "retry a step of")
         return NextMove(MoveKind.RUN_STEP, due)
+
+    def step_deferred(self, now: datetime, until: datetime) -> NextMove:
+        """The current step may not act yet (a send window, a frequency cap): it is asked again at `until`.
+
+        Not an attempt (`retry_count` stays, so the next attempt has the same number and the same retries left)
+        and not a visit (no result is added: the path, the loop cap and the step's message id are unchanged). The
+        run is QUEUED with its step job due at `until`, as a retry is, so every path that reaches a queued run
+        reaches a deferred one: a goal, a cancel, a pause (resume keeps the due time).
+        """
+        if self.status is ExecutionStatus.CANCELLED:
+            return NextMove.nothing()
+        self._require_step_in_flight("defer a step of")
+        self.resume_at = until if until > now else None
+        if self.status is ExecutionStatus.PAUSED:
+            self.paused_from = ExecutionStatus.QUEUED  # resume queues the step (at `until` if still ahead)
+            return NextMove.nothing()
+        self._move(ExecutionStatus.QUEUED, "defer a step of")
+        return NextMove(MoveKind.RUN_STEP, self.resume_at)
 
     def begin_wait(self, now: datetime, until: datetime, result: dict[str, Any], to: Goto | None = None) -> NextMove:
         """A wait step: the step itself is done at once; the run then waits until `until` before going to `to`."""

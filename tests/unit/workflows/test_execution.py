@@ -158,6 +158,45 @@ def test_success_after_retries_resets_the_retry_count():
     assert run.resume_at is None
 
 
+def test_a_deferred_step_is_queued_again_at_its_until_and_spends_no_attempt_nor_visit():
+    run = run_at(S.QUEUED, retry_count=1, context={"steps": [{"a": 1}], "step_keys": ["first"]})
+    run.begin_step(NOW)
+    until = NOW + timedelta(hours=3)
+    move = run.step_deferred(NOW, until)
+    assert (move.kind, move.at) == (MoveKind.RUN_STEP, until)
+    assert (run.status, run.resume_at, run.current_step_index) == (S.QUEUED, until, 0)
+    assert run.attempt_number == 2  # the attempt it was on: the deferral was not one
+    assert run.context == {"steps": [{"a": 1}], "step_keys": ["first"]}  # no visit, no result
+    assert run.last_error == ""
+
+
+def test_a_step_deferred_to_a_moment_already_past_runs_again_at_once():
+    run = run_at(S.ACTIVE)
+    move = run.step_deferred(NOW, NOW - timedelta(seconds=1))
+    assert (move.kind, move.at, run.resume_at) == (MoveKind.RUN_STEP, None, None)
+
+
+def test_a_step_deferred_while_paused_waits_for_resume_and_keeps_its_until():
+    run = run_at(S.ACTIVE)
+    run.pause(NOW)
+    until = NOW + timedelta(minutes=30)
+    assert run.step_deferred(NOW, until).kind is MoveKind.NOTHING
+    assert (run.status, run.paused_from) == (S.PAUSED, S.QUEUED)
+    assert run.resume(NOW).at == until
+
+
+def test_a_step_deferred_after_a_cancel_moves_nothing():
+    run = run_at(S.ACTIVE)
+    run.cancel(NOW)
+    assert run.step_deferred(NOW, NOW + timedelta(hours=1)).kind is MoveKind.NOTHING
+    assert run.status is S.CANCELLED
+
+
+def test_deferring_a_run_not_in_a_step_is_refused():
+    with pytest.raises(IllegalExecutionTransition):
+        run_at(S.QUEUED).step_deferred(NOW, NOW + timedelta(hours=1))
+
+
 def test_a_wait_moves_to_waiting_until_its_time():
     run = run_at(S.ACTIVE, context={"steps": []})
     until = NOW + timedelta(hours=2)

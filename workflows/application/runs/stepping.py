@@ -303,7 +303,21 @@ def settle(
     read with the run's lock) is when it is recorded: a retry is due its delay after it."""
     error_category = error_details = ""
     chosen: dict[str, Any] = {}  # what a deciding step chose, and why
-    if attempt.error is None:
+    if attempt.error is None and attempt.result is not None and attempt.result.deferred is not None:
+        # Not now: asked again at `until`; not an attempt, not a visit (Execution.step_deferred)
+        deferral = attempt.result.deferred
+        move = run.step_deferred(now, deferral.until)
+        outcome = StepOutcome.DEFERRED
+        data = bounded_response({**attempt.result.data, **deferral.log_data()})
+        log.info(
+            "run %s step %s (%s) deferred until %s: %s",
+            row.id,
+            step.index,
+            step.action_type,
+            deferral.until.isoformat(),
+            deferral.reason,
+        )
+    elif attempt.error is None:
         result = attempt.result
         assert result is not None  # an attempt without an error has its result
         data = bounded_response(result.data)  # the log row's: shown
