@@ -23,9 +23,8 @@ from integrations.application.channels import webhook_client
 from integrations.application.outbound import Deferred, Origin, Refused, send_message
 from integrations.domain.channels import EmailMessage, WebhookRequest
 from integrations.domain.sending import Purpose
-from jobs.public.handlers import InvalidPayload, JobContext, job_handler, payload_check, require
+from jobs.public.handlers import MAX_SNOOZE_SECONDS, InvalidPayload, JobContext, job_handler, payload_check, require
 from kernel import clock
-from kernel.failures import RateLimited
 
 log = logging.getLogger("relay.integrations")
 
@@ -153,8 +152,9 @@ def send_email(payload: dict[str, Any], job: JobContext) -> dict[str, Any]:
         job.keep_result(skipped)
         return skipped
     if isinstance(outcome, Deferred):
-        # Not a failure: the job comes back when the rules let the email go.
-        raise RateLimited(f"deferred: {outcome.reason}", retry_after=outcome.seconds_after(clock.now()))
+        # Not a failure and not an attempt: the job snoozes until the rules let the email go (a window's opening,
+        # the moment the contact is under a cap), its attempts untouched (docs/decisions/deferral-and-snooze.md).
+        job.snooze(min(outcome.seconds_after(clock.now()), MAX_SNOOZE_SECONDS), outcome.reason)
     return outcome.result.as_response_data()
 
 

@@ -169,3 +169,33 @@ def test_an_email_payload_is_checked_at_enqueue(account):
     with pytest.raises(InvalidJob) as refused:
         enqueue("send_email", {"to": "a@example.com", "subject": "s", "text": "t", "contact": 3})
     assert refused.value.field == "payload.account"
+
+
+def test_an_email_outside_its_send_window_snoozes_its_job_until_the_opening(smtp_settings, smtp_server, account):
+    """The door answers Deferred: the job snoozes to the window's opening, no attempt spent, nothing sent; once
+    the window lets it go, the same job sends it."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from integrations.application.sending_rules import sending_settings_set
+
+    opens = (timezone.now() + timedelta(hours=2)).replace(minute=0, second=0, microsecond=0)
+    end = "24:00" if opens.hour == 23 else f"{opens.hour + 1:02d}:00"
+    window = {"days": ["mon-sun"], "hours": [f"{opens.hour:02d}:00-{end}"], "spread": 0}
+    sending_settings_set(account_id=account.pk, send_windows={"email": window})
+    contact = ContactFactory(account=account, time_zone="UTC")
+    job = enqueue(
+        "send_email", {"to": contact.email, "subject": "S", "text": "T", "account": account.pk}, max_attempts=1
+    )
+    run_worker()
+    waiting = stored(job)
+    assert (waiting.status, waiting.attempt_number, waiting.snoozes) == (JobStatus.PENDING, 0, 1)
+    assert abs((waiting.run_at - opens).total_seconds()) < 1  # seconds from the handler's now: to the ms
+    assert smtp_server.messages == []
+    sending_settings_set(account_id=account.pk, send_windows={"email": None})
+    Job.objects.filter(pk=job.pk).update(run_at=timezone.now())
+    run_worker()
+    sent = stored(job)
+    assert (sent.status, sent.attempt_number, sent.snoozes) == (JobStatus.COMPLETED, 1, 1)  # its one attempt
+    assert len(smtp_server.messages) == 1
