@@ -1,13 +1,17 @@
-"""Webhook signing secrets in the admin (never shown whole; rotated by an action that calls the service), and the
-ledger of messages sent, read-only."""
+"""Webhook signing secrets in the admin (never shown whole; rotated by an action that calls the service), the
+account's sending settings (send windows, frequency caps: integrations.admin_forms), and the ledger of messages
+sent, read-only."""
 
 from django.contrib import admin, messages
+from django.db.models import Model
 
-from accounts.admin_scoping import AccountScopedAdmin
+from accounts.admin_scoping import AccountScopedAdmin, check_account
 from accounts.domain.roles import Permission
+from integrations.admin_forms import SendingSettingsForm, account_fieldsets, in_force_lines
 from integrations.application.secrets import webhook_secret_rotate
+from integrations.application.sending_rules import SendingSettingsInvalid, sending_settings_set
 from integrations.domain.signing import mask_secret
-from integrations.infrastructure.models import OutboundMessage, WebhookSigningSecret
+from integrations.infrastructure.models import OutboundMessage, SendingSettings, WebhookSigningSecret
 
 
 @admin.register(WebhookSigningSecret)
@@ -44,6 +48,49 @@ class WebhookSigningSecretAdmin(AccountScopedAdmin):
             f"Rotated {queryset.count()} secret(s). Give receivers the new secret: manage.py webhook_secret <slug>.",
             messages.SUCCESS,
         )
+
+
+@admin.register(SendingSettings)
+class SendingSettingsAdmin(AccountScopedAdmin):
+    """An account's send windows and frequency caps, for whoever builds its workflows (a marketer, an admin, the
+    owner). Saved through `sending_settings_set`, the same service as everywhere; the form puts each problem the
+    rules find on the field it is about."""
+
+    form = SendingSettingsForm
+    list_display = ("account", "in_force", "updated_at")
+    readonly_fields = ("in_force",)
+    account_roles = {"add": Permission.MANAGE_WORKFLOWS, "change": Permission.MANAGE_WORKFLOWS}
+
+    def get_fieldsets(self, request, obj=None):
+        sets = account_fieldsets()
+        if obj is not None:
+            sets.insert(1, ("What is in force", {"fields": ["in_force"]}))
+        return sets
+
+    def get_readonly_fields(self, request, obj=None):
+        return ("account", "in_force") if obj is not None else ("in_force",)
+
+    @admin.display(description="in force")
+    def in_force(self, obj: SendingSettings) -> str:
+        """What a marketing message of each channel obeys now, in words."""
+        from django.utils.html import format_html_join
+
+        return format_html_join("", "<div>{}</div>", ((line,) for line in in_force_lines(obj.account_id)))
+
+    def save_model(self, request, obj: Model, form, change: bool) -> None:
+        assert isinstance(obj, SendingSettings)
+        check_account(request, obj)
+        try:
+            saved = sending_settings_set(
+                account_id=obj.account_id,
+                send_windows=obj.send_windows,
+                frequency_caps=obj.frequency_caps,
+                when_capped=obj.when_capped,
+            )
+        except SendingSettingsInvalid as exc:  # the form checked it already; a race with another editor
+            self.message_user(request, str(exc), messages.ERROR)
+            return
+        obj.pk = saved.pk
 
 
 @admin.register(OutboundMessage)

@@ -18,6 +18,7 @@ VIEW = [
     "workflows.view_workflowexecution",
     "workflows.view_executionlog",
     "integrations.view_outboundmessage",  # the ledger of messages sent (read-only for everyone)
+    "integrations.view_sendingsettings",  # the account's send windows and frequency caps
 ]
 ADMIN_ROLE_PERMISSIONS: dict[str, list[str]] = {
     # Sees, changes and exports nothing.
@@ -36,6 +37,9 @@ ADMIN_ROLE_PERMISSIONS: dict[str, list[str]] = {
         "contacts.change_contact",
         "contacts.delete_contact",
         "contacts.export_contact",  # audited (accounts.application.audit)
+        # The account's send windows and frequency caps (integrations.admin): who builds messages sets them.
+        "integrations.add_sendingsettings",
+        "integrations.change_sendingsettings",
     ],
     # The operators' pages: the dashboard and the queue (staff, and the jobs permission).
     "operator": [*VIEW, "jobs.view_job", "jobs.change_job"],

@@ -163,7 +163,7 @@ def _cap(item: Any, path: str, problems: Problems) -> FrequencyCap | None:
     limit = _whole(item.get("max"), f"{path}.max", 1, MAX_CAP_LIMIT, problems, required=True)
     hours = _whole(item.get("hours"), f"{path}.hours", 1, MAX_CAP_HOURS, problems)
     days = _whole(item.get("days"), f"{path}.days", 1, MAX_CAP_DAYS, problems)
-    if ("hours" in item) == ("days" in item):
+    if (item.get("hours") is not None) == (item.get("days") is not None):  # a null period is no period
         problems.add(path, "needs exactly one of `hours` (a rolling period) or `days` (calendar days, contact's clock)")
     channel: Channel | None = None
     raw_channel = item.get("channel", "all")

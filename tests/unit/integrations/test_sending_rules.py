@@ -452,6 +452,9 @@ def test_window_specs_read_days_ranges_wrapping_presets_with_holidays_and_midnig
     assert parse_caps([{"max": 2, "hours": 48, "channel": "voice"}], "c", problems) == (
         FrequencyCap(limit=2, hours=48, channel=Channel.VOICE),
     )
+    nulls = Problems()  # a period given as null is no period: refused, never a cap that counts nothing
+    assert parse_caps([{"max": 2, "days": None}], "c", nulls) is None
+    assert [(p.path, p.reason[:20]) for p in nulls] == [("c[0]", "needs exactly one of")]
 
 
 def test_a_setting_that_does_not_read_never_loosens_the_rules():
