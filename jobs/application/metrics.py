@@ -14,8 +14,8 @@ Three kinds of numbers, each with one home:
 - **The text** (`render`): prometheus-client's exposition of what is stored.
 
 Other apps add their own with `register_counter` / `register_gauge` from their AppConfig.ready(): the queue
-knows nothing of workflows. The counts below (`due_summary`, `dead_letter_count`, `running_jobs_by_account`)
-are plain selectors, usable by any page that shows queue health.
+knows nothing of workflows. The queue's own gauges count through `jobs.application.queue_counts`, the
+selectors the admin's dashboard uses too.
 """
 
 from __future__ import annotations
@@ -31,15 +31,13 @@ from datetime import datetime
 from typing import TypeVar
 
 from django.db import connections, transaction
-from django.db.models import Count, Min, QuerySet
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from jobs.domain.states import DEAD_LETTERS, DUE_STATES, JobStatus
+from jobs.application.queue_counts import AccountLoad, dead_letter_count, due_summary, running_jobs_by_account
 from jobs.infrastructure import metrics as store
 from jobs.infrastructure.clock import database_now
 from jobs.infrastructure.database import queue_database
-from jobs.infrastructure.models import Job
 from kernel.failures import format_error
 
 log = logging.getLogger("relay.metrics")
@@ -273,67 +271,7 @@ class CountPass:
         return value  # type: ignore[return-value]
 
 
-# --- the queue's own counts (selectors) -------------------------------------------------------------------
-# The gauges below and the admin's dashboard (`operations.queue_overview`) both count through these.
-
-
-@dataclass(frozen=True)
-class AccountLoad:
-    """What an account has running now against its limit (jobs here; runs for the workflow engine)."""
-
-    account_id: int
-    slug: str
-    running: int
-    limit: int
-
-
-def _jobs(using: str, account_ids: frozenset[int] | None) -> QuerySet[Job]:
-    """Every job (None: the system's too), or only those accounts' jobs."""
-    jobs = Job.objects.using(using).order_by()
-    return jobs if account_ids is None else jobs.filter(account_id__in=account_ids)
-
-
-def due_summary(
-    *, now: datetime, using: str | None = None, account_ids: frozenset[int] | None = None
-) -> tuple[int, float]:
-    """(jobs a worker could claim now, seconds the oldest of them has waited past its due time; 0 if none)."""
-    using = using or queue_database()
-    row = (
-        _jobs(using, account_ids)
-        .filter(status__in=sorted(DUE_STATES), run_at__lte=now)
-        .aggregate(n=Count("id"), oldest=Min("run_at"))
-    )
-    oldest = row["oldest"]
-    return row["n"], max(0.0, (now - oldest).total_seconds()) if oldest is not None else 0.0
-
-
-def dead_letter_count(*, using: str | None = None, account_ids: frozenset[int] | None = None) -> int:
-    """Dead letters still stored: dead, failed and cancelled jobs (`DEAD_LETTERS`)."""
-    using = using or queue_database()
-    return _jobs(using, account_ids).filter(status__in=sorted(DEAD_LETTERS)).count()
-
-
-def running_jobs_by_account(
-    *, using: str | None = None, account_ids: frozenset[int] | None = None
-) -> list[AccountLoad]:
-    """Jobs running now against max_concurrent_jobs, for every account with a job running (by slug)."""
-    using = using or queue_database()
-    running = dict(
-        _jobs(using, account_ids)
-        .filter(status=JobStatus.RUNNING)  # status alone: job_running serves it, never job_account_newest
-        .values_list("account_id")
-        .annotate(n=Count("id"))
-    )
-    running.pop(None, None)  # jobs of no account
-    if not running:
-        return []
-    # The accounts are read apart (they may live in another database than the queue's), by primary key.
-    accounts = Job._meta.get_field("account").related_model._default_manager.filter(pk__in=list(running))
-    loads = (
-        AccountLoad(pk, slug, running[pk], limit)
-        for pk, slug, limit in accounts.values_list("pk", "slug", "max_concurrent_jobs")
-    )
-    return sorted(loads, key=lambda load: load.slug)
+# --- the queue's own gauges (counted by `jobs.application.queue_counts`, as the admin's dashboard is) ------
 
 
 def _due(counts: CountPass) -> tuple[int, float]:

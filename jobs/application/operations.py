@@ -1,4 +1,5 @@
-"""What operators do to the queue: retry, cancel, look. The admin and the API call these."""
+"""What operators do to the queue: retry, cancel, purge, look. The admin and the API call these; the
+dashboard's overview of the queue is counted in `jobs.application.queue_counts`."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from django.db import IntegrityError
 from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Q, QuerySet
 from django.db.models.functions import Now
 
-from jobs.application.metrics import dead_letter_count, due_summary, running_jobs_by_account
 from jobs.application.outbox import drop_from_outboxes
 from jobs.domain.ids import uuid7_floor
 from jobs.domain.states import (
@@ -227,75 +227,6 @@ def dead_letter_ended_before(cutoff: datetime) -> Q:
             Q(status__in=sorted(DEAD_LETTERS), failed_at__isnull=True, cancelled_at__isnull=True)
             & Q(created_at__lt=cutoff, run_at__lt=cutoff)
         )
-    )
-
-
-@dataclass(frozen=True)
-class QueueOverview:
-    """The queue at a glance, for the operators' dashboard: from the table at the moment of asking, counted by
-    the same selectors as the Prometheus gauges (`jobs.application.metrics`)."""
-
-    by_status: dict[str, int]
-    by_queue: dict[str, dict[str, int]]
-    due: int
-    oldest_due_age_seconds: float | None  # None: nothing is due
-    dead_letters: int
-    completed_in_window: int  # since the window's start
-    failed_in_window: int
-    dead_in_window: int
-    running_by_account: dict[int, int]
-    workers_seen: list[str]  # workers holding a job, or that started one in the last minute
-
-    @property
-    def finished_in_window(self) -> int:
-        return self.completed_in_window + self.failed_in_window + self.dead_in_window
-
-    @property
-    def failure_rate(self) -> float | None:
-        """Of the jobs that finished in the window."""
-        return failure_rate(completed=self.completed_in_window, failed=self.failed_in_window, dead=self.dead_in_window)
-
-
-def queue_overview(*, account_ids: frozenset[int] | None, since: datetime) -> QueueOverview:
-    """`account_ids` None: every account's jobs and the system's; else only those accounts' jobs."""
-    now = database_now()  # the times it compares were stamped by the queue's clock
-    jobs = Job.objects.all()
-    if account_ids is not None:
-        jobs = jobs.filter(account_id__in=account_ids)
-    by_status = {row["status"]: row["n"] for row in jobs.order_by().values("status").annotate(n=Count("id"))}
-    by_queue: dict[str, dict[str, int]] = {}
-    for row in jobs.order_by().values("queue", "status").annotate(n=Count("id")):
-        by_queue.setdefault(row["queue"], {})[row["status"]] = row["n"]
-    due, oldest_due_age = due_summary(now=now, account_ids=account_ids)
-    finished = (
-        jobs.filter(
-            Q(status=JobStatus.COMPLETED, completed_at__gte=since) | Q(status__in=sorted(GAVE_UP), failed_at__gte=since)
-        )
-        .order_by()
-        .aggregate(
-            completed=Count("id", filter=Q(status=JobStatus.COMPLETED)),
-            failed=Count("id", filter=Q(status=JobStatus.FAILED)),
-            dead=Count("id", filter=Q(status=JobStatus.DEAD)),
-        )
-    )
-    workers = (
-        jobs.filter(Q(status=JobStatus.RUNNING) | Q(started_at__gte=now - timedelta(minutes=1)))
-        .exclude(worker_id="")
-        .order_by()
-        .values_list("worker_id", flat=True)
-        .distinct()
-    )
-    return QueueOverview(
-        by_status=by_status,
-        by_queue=by_queue,
-        due=due,
-        oldest_due_age_seconds=oldest_due_age if due else None,
-        dead_letters=dead_letter_count(account_ids=account_ids),
-        completed_in_window=finished["completed"],
-        failed_in_window=finished["failed"],
-        dead_in_window=finished["dead"],
-        running_by_account={load.account_id: load.running for load in running_jobs_by_account(account_ids=account_ids)},
-        workers_seen=sorted(set(workers[:100])),
     )
 
 

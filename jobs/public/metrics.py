@@ -9,6 +9,7 @@ Counters are added up per process and flushed to the database; a gauge's `comput
 time, on a `CountPass` (the database's now, and counts several gauges share).
 """
 
-from jobs.application.metrics import AccountLoad, CountPass, count, labels_key, register_counter, register_gauge
+from jobs.application.metrics import CountPass, count, labels_key, register_counter, register_gauge
+from jobs.application.queue_counts import AccountLoad
 
 __all__ = ["AccountLoad", "CountPass", "count", "labels_key", "register_counter", "register_gauge"]

@@ -11,15 +11,14 @@ from jobs.application.operations import (
     BulkOutcome,
     JobConflict,
     JobNotFound,
-    QueueOverview,
     cancel_pending_jobs,
     job_cancel,
     job_get,
     job_retry,
     jobs_carrying,
-    queue_overview,
     register_stats_section,
 )
+from jobs.application.queue_counts import QueueOverview, queue_overview
 from jobs.application.vacuum import register_tables
 from jobs.domain.states import DEAD_LETTERS, JobStatus, failure_rate
 

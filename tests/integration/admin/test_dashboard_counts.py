@@ -9,8 +9,9 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from jobs.application import metrics
-from jobs.application.operations import job_stats, queue_overview
+from jobs.application.operations import job_stats
 from jobs.application.queue import enqueue
+from jobs.application.queue_counts import queue_overview
 from jobs.infrastructure.models import Job, MetricRefresh
 from tests.factories import ContactFactory
 from tests.integration.workflows.support import make_workflow
