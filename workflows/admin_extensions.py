@@ -22,7 +22,7 @@ from contacts.infrastructure.models import Contact
 from jobs.public.admin import job_links
 from workflows.application.enrollments import enrollment_job
 from workflows.application.runs.moves import RESUME_HANDLER, STEP_HANDLER
-from workflows.application.selectors import execution_list
+from workflows.application.selectors import deferred_sends, execution_list
 from workflows.domain.workflow import WorkflowStatus
 from workflows.infrastructure.models import Workflow
 
@@ -35,7 +35,10 @@ def contact_runs_panel(request: HttpRequest, contact: Contact) -> str:
     if not request.user.has_perm("workflows.view_workflowexecution"):
         return ""
     runs = execution_list(account_id=contact.account_id, contact_id=contact.pk)[:50]
-    return render_to_string("admin/workflows/contact_runs.html", {"runs": runs, "contact": contact}, request)
+    deferred = deferred_sends(account_id=contact.account_id, contact_id=contact.pk)
+    return render_to_string(
+        "admin/workflows/contact_runs.html", {"runs": runs, "contact": contact, "deferred": deferred}, request
+    )
 
 
 def _enroll_field(account_id: int) -> forms.Field:

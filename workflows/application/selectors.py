@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from uuid import UUID
 
-from django.db.models import Count, Prefetch, QuerySet
+from django.db.models import Count, OuterRef, Prefetch, QuerySet, Subquery
 
+from integrations.application.messages import deferred_messages
 from workflows.application.errors import ExecutionNotFound, WorkflowNotFound
 from workflows.domain.deferral import deferral_sentence
 from workflows.infrastructure.models import ExecutionLog, Workflow, WorkflowExecution, WorkflowStep, WorkflowVersion
@@ -186,3 +188,84 @@ def run_timeline(*, execution: WorkflowExecution) -> list[TimelineStep]:
             )
         )
     return steps
+
+
+@dataclass(frozen=True)
+class DeferredSend:
+    """A message held back for a contact right now, in plain words: "email “Welcome” waiting for the send window
+    (opens Tue 02 Jun 09:00 Europe/Paris)", from the run (and step) or the job it belongs to."""
+
+    channel: str  # "email", "SMS", "voice call"
+    what: str  # the step's name, else an email's subject, an SMS's first words ("" for a job's message)
+    reason: str  # the rule's own words
+    until: datetime | None
+    run_id: UUID | None = None
+    workflow: str = ""
+
+    @property
+    def sentence(self) -> str:
+        named = f" “{self.what}”" if self.what else ""
+        return f"{self.channel}{named} {self.reason}"
+
+
+_CHANNEL_WORDS = {"send_email": "email", "send_sms": "SMS", "send_voice": "voice call"}
+_CHANNEL_WORDS |= {"email": "email", "sms": "SMS", "voice": "voice call"}
+
+
+def deferred_sends(*, account_id: int, contact_id: int, limit: int = 20) -> list[DeferredSend]:
+    """The contact's sends waiting for a send window or under a cap: its queued runs whose last log row is a
+    deferral of the step they are at, and the ledger's deferred messages of no run (a send_email job)."""
+    last = ExecutionLog.objects.filter(execution=OuterRef("pk")).order_by("-id")
+    runs = (
+        WorkflowExecution.objects.filter(account_id=account_id, contact_id=contact_id, status="queued")
+        .annotate(
+            last_outcome=Subquery(last.values("outcome")[:1]),
+            last_index=Subquery(last.values("step_index")[:1]),
+            last_data=Subquery(last.values("response_data")[:1]),
+        )
+        .filter(last_outcome="deferred")
+        .select_related("workflow", "version")
+        .order_by("resume_at")[:limit]
+    )
+    found: list[DeferredSend] = []
+    for run in runs:
+        if run.last_index != run.current_step_index:
+            continue
+        steps = run.version.steps
+        step = steps[run.current_step_index] if run.current_step_index < len(steps) else {}
+        data = run.last_data
+        if isinstance(data, str):  # a JSON value read through a subquery: text on some backends
+            data = json.loads(data)
+        found.append(
+            DeferredSend(
+                channel=_CHANNEL_WORDS.get(step.get("action_type", ""), "message"),
+                what=_step_words(step),
+                reason=deferral_sentence(data),
+                until=run.resume_at,
+                run_id=run.pk,
+                workflow=run.workflow.name,
+            )
+        )
+    for message in deferred_messages(account_id=account_id, contact_id=contact_id, limit=limit):
+        if message.run_id is not None:
+            continue  # a run's: said above, with its step
+        found.append(
+            DeferredSend(
+                channel=_CHANNEL_WORDS.get(message.channel, message.channel),
+                what="",
+                reason=message.reason,
+                until=message.until,
+            )
+        )
+    return found
+
+
+def _step_words(step: dict) -> str:
+    """What a marketer calls a send step: its name, else an email's subject or an SMS's first words."""
+    if step.get("name"):
+        return str(step["name"])
+    config = step.get("config")
+    if not isinstance(config, dict):
+        config = {}
+    text = str(config.get("subject") or config.get("body") or config.get("message") or "")
+    return text if len(text) <= 40 else f"{text[:39]}…"

@@ -187,3 +187,29 @@ def test_the_runs_page_and_the_statistics_say_it_in_plain_words(
     assert "Retrying" not in page
     stats = client.get(reverse("admin:workflows_workflow_stats", args=[workflow.pk])).content.decode()
     assert '<td data-testid="step-deferred">1</td>' in stats
+
+
+def test_the_contacts_page_lists_its_sends_waiting_in_plain_words(
+    client, superuser, account, paris_contact, windowed_sms
+):
+    """The run's deferred step (with its workflow), and an email job the door deferred (from the ledger)."""
+    from jobs.application.queue import enqueue
+    from jobs.application.worker import Worker
+
+    _workflow, run, _opens = deferred_run(account, paris_contact)
+    window, _email_opens = closed_window(timezone.now())
+    sending_settings_set(account_id=account.pk, send_windows={"sms": window, "email": window})
+    job = enqueue("send_email", {"to": paris_contact.email, "subject": "Receipt", "text": "T", "account": account.pk})
+    assert Worker(burst=True, concurrency=1, install_signal_handlers=False).run() == 0
+    assert Job.objects.get(pk=job.pk).snoozes == 1
+
+    reason = ExecutionLog.objects.get(execution=run).response_data["reason"]
+    client.force_login(superuser)
+    page = client.get(reverse("admin:contacts_contact_change", args=[paris_contact.pk])).content.decode()
+    assert '<div class="module" data-testid="contact-deferred"><h2>Sends waiting</h2>' in page
+    sentence = f"{reason[0].upper()}{reason[1:]}"
+    assert f"<td>SMS “Hello”</td><td>{sentence}</td>" in page
+    run_link = reverse("admin:workflows_workflowexecution_change", args=[run.pk])
+    assert f'<a href="{run_link}">Test workflow</a>' in page
+    assert f"<td>Email</td><td>{sentence}</td>" in page  # the job's email, waiting for the same opening
+    assert "a queued email" in page
