@@ -125,7 +125,6 @@ class DjangoMailEmailChannel:
             attach_failure_details(error, {"provider": provider, "smtp_code": getattr(error, "smtp_code", None)})
             log.warning("email %s to %s failed: %s", message_id, mask_email(to), error)
             raise error from None
-        log.info("email %s to %s handed to %s", message_id, mask_email(to), provider)
         result = DeliveryResult(
             channel="email",
             provider=provider,
@@ -138,9 +137,10 @@ class DjangoMailEmailChannel:
         )
         try:
             if on_accepted is not None:
-                on_accepted(result)
+                on_accepted(result)  # first: from the server's acceptance to here is the ledger's residual window
         finally:
             _close_quietly(backend)
+        log.info("email %s to %s handed to %s", message_id, mask_email(to), provider)
         return result
 
     @staticmethod

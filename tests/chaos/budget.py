@@ -67,7 +67,7 @@ SCENARIOS = (
     Scenario("cut", "test_every_worker_connection_cut_mid_run_loses_nothing", 8, "CONNECTION_JOBS", 1 / 120),
     Scenario(
         "email",
-        "test_kill_9_during_email_sends_loses_no_message_and_counts_the_duplicates",
+        "test_kill_9_during_email_sends_loses_no_message_and_sends_none_twice",
         10,
         "EMAIL_SENDS",
         1 / 45,
