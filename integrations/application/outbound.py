@@ -40,7 +40,7 @@ from contacts.domain.clock import ClockSource
 from contacts.domain.model import ConsentState
 from integrations.application import channels
 from integrations.application.sending_rules import effective_rules
-from integrations.domain.channels import DeliveryResult, EmailMessage
+from integrations.domain.channels import DeliveryResult, EmailMessage, OnAccepted
 from integrations.domain.sending import (
     AccountSendingSettings,
     Channel,
@@ -306,8 +306,8 @@ def _deliver(
     accepted: list[DeliveryResult] = []
 
     def on_accepted(result: DeliveryResult) -> None:
+        accepted.append(result)  # first: if recording it fails, the row stays sending (resent), never failed
         ledger.mark_sent(row_id, provider=result.provider, provider_message_id=result.message_id or "")
-        accepted.append(result)
 
     try:
         result = _call(content, key, account_id, contact_id, on_accepted)
@@ -323,14 +323,21 @@ def _deliver(
     return Sent(result, row_id, resent=resent)
 
 
-def _call(content: Content, key: str, account_id: int | None, contact_id: int | None, on_accepted) -> DeliveryResult:
+def _call(
+    content: Content, key: str, account_id: int | None, contact_id: int | None, on_accepted: OnAccepted
+) -> DeliveryResult:
     """The one place the channel adapters are called."""
     if isinstance(content, EmailMessage):
         email = replace(content, account_id=account_id, contact_id=contact_id, idempotency_key=key)
         return channels.email_channel().send_email(email, on_accepted=on_accepted)
     if isinstance(content, SmsText):
         return channels.sms_channel().send_sms(
-            to=content.to, body=content.body, account_id=account_id, contact_id=contact_id, idempotency_key=key
+            to=content.to,
+            body=content.body,
+            account_id=account_id,
+            contact_id=contact_id,
+            idempotency_key=key,
+            on_accepted=on_accepted,
         )
     return channels.voice_channel().place_call(
         to=content.to,
@@ -338,6 +345,7 @@ def _call(content: Content, key: str, account_id: int | None, contact_id: int | 
         recording_url=content.recording_url,
         account_id=account_id,
         idempotency_key=key,
+        on_accepted=on_accepted,
     )
 
 

@@ -163,7 +163,8 @@ class SentSms:
 
 
 class SmsChannel(Protocol):
-    """`idempotency_key`: the same on every attempt of one message; sent as the provider's idempotency header."""
+    """`idempotency_key`: the same on every attempt of one message; sent as the provider's idempotency header.
+    `on_accepted`: told the moment the provider accepted it, before anything else the channel does after."""
 
     def send_sms(
         self,
@@ -173,6 +174,7 @@ class SmsChannel(Protocol):
         account_id: int | None = None,
         contact_id: int | None = None,
         idempotency_key: str | None = None,
+        on_accepted: OnAccepted | None = None,
     ) -> DeliveryResult: ...
 
 
@@ -185,6 +187,7 @@ class VoiceChannel(Protocol):
         recording_url: str | None = None,
         account_id: int | None = None,
         idempotency_key: str | None = None,
+        on_accepted: OnAccepted | None = None,
     ) -> DeliveryResult: ...
 
 

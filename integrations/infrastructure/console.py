@@ -11,7 +11,7 @@ log = logging.getLogger("relay.integrations")
 class ConsoleEmailChannel:
     def send_email(self, message: EmailMessage, *, on_accepted: OnAccepted | None = None) -> DeliveryResult:
         log.info("email to %s: %s", message.to, message.subject)
-        return DeliveryResult(channel="email", provider="console", message_id=f"console-{uuid.uuid4().hex[:12]}")
+        return _accepted(DeliveryResult(channel="email", provider="console", message_id=_console_id()), on_accepted)
 
 
 class ConsoleSmsChannel:
@@ -23,9 +23,10 @@ class ConsoleSmsChannel:
         account_id: int | None = None,
         contact_id: int | None = None,
         idempotency_key: str | None = None,
+        on_accepted: OnAccepted | None = None,
     ) -> DeliveryResult:
         log.info("sms to %s: %s", to, body[:160])
-        return DeliveryResult(channel="sms", provider="console", message_id=f"console-{uuid.uuid4().hex[:12]}")
+        return _accepted(DeliveryResult(channel="sms", provider="console", message_id=_console_id()), on_accepted)
 
 
 class ConsoleVoiceChannel:
@@ -37,6 +38,17 @@ class ConsoleVoiceChannel:
         recording_url: str | None = None,
         account_id: int | None = None,
         idempotency_key: str | None = None,
+        on_accepted: OnAccepted | None = None,
     ) -> DeliveryResult:
         log.info("call to %s: %s", to, "recording" if recording_url else (message or "")[:160])
-        return DeliveryResult(channel="voice", provider="console", message_id=f"console-{uuid.uuid4().hex[:12]}")
+        return _accepted(DeliveryResult(channel="voice", provider="console", message_id=_console_id()), on_accepted)
+
+
+def _console_id() -> str:
+    return f"console-{uuid.uuid4().hex[:12]}"
+
+
+def _accepted(result: DeliveryResult, on_accepted: OnAccepted | None) -> DeliveryResult:
+    if on_accepted is not None:
+        on_accepted(result)
+    return result

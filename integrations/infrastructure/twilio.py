@@ -27,7 +27,7 @@ from xml.sax.saxutils import escape
 import requests
 from django.conf import settings
 
-from integrations.domain.channels import DeliveryResult, SentSms, attach_failure_details
+from integrations.domain.channels import DeliveryResult, OnAccepted, SentSms, attach_failure_details
 from integrations.domain.failures import failure_for_status, is_success, retry_after_from_headers
 from integrations.domain.sms import MAX_SMS_LENGTH, is_e164, mask_phone, normalize_phone
 from kernel.failures import AuthFailure, NetworkFailure, TimeoutFailure, ValidationFailure
@@ -186,6 +186,7 @@ class TwilioSmsChannel:
         account_id: int | None = None,
         contact_id: int | None = None,
         idempotency_key: str | None = None,
+        on_accepted: OnAccepted | None = None,
     ) -> DeliveryResult:
         number = _recipient(to)
         if not isinstance(body, str) or not body.strip():
@@ -197,6 +198,8 @@ class TwilioSmsChannel:
             "Messages", {"To": number, "From": from_number, "Body": body}, idempotency_key=idempotency_key
         )
         result = _delivery("sms", data, duration_ms)
+        if on_accepted is not None:
+            on_accepted(result)  # first: from Twilio's answer to here is the ledger's residual window
         log.info("sms to %s accepted by twilio as %s (%s)", mask_phone(number), result.message_id, result.status)
         if self.on_sent is not None and account_id is not None and contact_id is not None:
             sent = SentSms(account_id, contact_id, number, normalize_phone(from_number), result.message_id)
@@ -216,6 +219,7 @@ class TwilioVoiceChannel:
         recording_url: str | None = None,
         account_id: int | None = None,
         idempotency_key: str | None = None,
+        on_accepted: OnAccepted | None = None,
     ) -> DeliveryResult:
         number = _recipient(to)
         data, duration_ms = self.client.create(
@@ -224,6 +228,8 @@ class TwilioVoiceChannel:
             idempotency_key=idempotency_key,
         )
         result = _delivery("voice", data, duration_ms)
+        if on_accepted is not None:
+            on_accepted(result)
         log.info("call to %s accepted by twilio as %s (%s)", mask_phone(number), result.message_id, result.status)
         return result
 
