@@ -23,7 +23,12 @@ from integrations.application.sending_rules import account_sending_settings
 from integrations.domain.sending.caps import MAX_CAP_HOURS, MAX_CAP_LIMIT
 from integrations.domain.sending.message import Channel
 from integrations.domain.sending.problems import Problem, Problems
-from integrations.domain.sending.settings import parse_account_settings, resolve
+from integrations.domain.sending.settings import (
+    parse_account_settings,
+    parse_step_rules,
+    parse_workflow_rules,
+    resolve,
+)
 from integrations.domain.sending.windows import DEFAULT_SPREAD_SECONDS, MAX_SPREAD_SECONDS, PRESETS, WINDOW_KEYS
 from integrations.infrastructure.models import SendingSettings
 
@@ -267,7 +272,7 @@ assert set(_WINDOW_PART) == set(WINDOW_KEYS)
 
 
 def problem_field(
-    problem: Problem, *, windows: Mapping[str, str], caps: str | None, fields: Iterable[str]
+    problem: Problem, *, windows: Mapping[str, str], caps: str | None, fields: Iterable[str], prefix: str = ""
 ) -> str | None:
     """The form field a problem's path belongs to: `windows` maps a window's path ("send_windows.sms") to its
     fields' prefix, `caps` is the caps rows' prefix; a top-level key names its own field. None: the form's."""
@@ -285,28 +290,39 @@ def problem_field(
         if index >= CAP_ROWS or name not in known:
             name = f"{caps}caps" if f"{caps}caps" in known else f"{caps}cap0_max"
         return name if name in known else None
-    top = path.split(".")[0].split("[")[0]
+    top = prefix + path.split(".")[0].split("[")[0]
     return top if top in known else None
 
 
-def problem_words(problem: Problem) -> str:
-    """A problem's reason, saying which item of a list it is about ("Hours, item 2: must be ...")."""
+def problem_words(problem: Problem, items: int = 0) -> str:
+    """A problem's reason, saying which item of a list it is about when there are several ("Item 2: ...")."""
     found = _INDEX.findall(problem.path.rsplit(".", 1)[-1])
-    if found and "frequency_caps[" not in problem.path.rsplit(".", 1)[-1]:
+    if found and items > 1 and "frequency_caps[" not in problem.path.rsplit(".", 1)[-1]:
         return f"Item {int(found[-1]) + 1}: {problem.reason}"
     return problem.reason[:1].upper() + problem.reason[1:]
 
 
+def _items(form: forms.BaseForm, name: str) -> int:
+    """How many items the field was given (spans separated by commas, dates one a line)."""
+    raw = form.data.get(form.add_prefix(name), "") if form.is_bound else ""
+    return len([item for item in re.split(r"[,\n]", str(raw)) if item.strip()])
+
+
 def put_problems(
-    form: forms.BaseForm, problems: Iterable[Problem], *, windows: Mapping[str, str], caps: str | None
+    form: forms.BaseForm,
+    problems: Iterable[Problem],
+    *,
+    windows: Mapping[str, str],
+    caps: str | None,
+    prefix: str = "",
 ) -> None:
     """Each problem on the field it names (or the form's, when it names none); a field the form already found
     wrong (in plainer words) keeps its own error."""
     for problem in problems:
-        name = problem_field(problem, windows=windows, caps=caps, fields=form.fields)
+        name = problem_field(problem, windows=windows, caps=caps, fields=form.fields, prefix=prefix)
         if name is not None and name in form.errors:
             continue
-        form.add_error(name, problem_words(problem) if name else str(problem))
+        form.add_error(name, problem_words(problem, _items(form, name)) if name else str(problem))
 
 
 def check_custom_window(form: forms.BaseForm, data: Mapping[str, Any], prefix: str) -> None:
@@ -383,11 +399,18 @@ class _SendingSettingsForm(forms.ModelForm):
         return super().save(commit)
 
 
-SendingSettingsForm = type(
-    "SendingSettingsForm",
-    (_SendingSettingsForm,),
-    {**_account_fields(), "__module__": __name__},
-)
+def declare_fields(form_class: type[forms.BaseForm], fields: Mapping[str, forms.Field]) -> None:
+    """Add fields to a form class as if declared in its body: the admin builds its form from the class's
+    declared fields, so its fieldsets may then name them (fields made in `__init__` they could not)."""
+    form_class.base_fields.update(fields)  # type: ignore[attr-defined]
+    form_class.declared_fields.update(fields)  # type: ignore[attr-defined]
+
+
+class SendingSettingsForm(_SendingSettingsForm):
+    pass
+
+
+declare_fields(SendingSettingsForm, _account_fields())
 
 
 def account_fieldsets() -> list[tuple[str, dict[str, Any]]]:
@@ -422,3 +445,139 @@ def in_force_lines(account_id: int) -> list[str]:
     else:
         lines.append("No frequency cap")
     return lines
+
+
+# --- a workflow's and a send step's overrides ------------------------------------------------------------------
+PURPOSES = [
+    ("marketing", "Marketing: every rule applies (consent, send windows, frequency caps)"),
+    (
+        "transactional",
+        "Transactional (a receipt, a password reset): never held back by a cap, reaches contacts unsubscribed "
+        "from marketing email; never an opted-out phone",
+    ),
+]
+
+
+def layer_fields(prefix: str, *, channels: bool, under: str) -> dict[str, forms.Field]:
+    """The override fields of a workflow (`channels`: a window for all its messages and one per channel, the
+    explicit transactional exemption) or of one send step (one window). `under`: what decides when unset."""
+    fields: dict[str, forms.Field] = {
+        f"{prefix}purpose": forms.ChoiceField(
+            label="These messages are",
+            required=False,
+            choices=[("", f"As {under} says (marketing unless said otherwise)"), *PURPOSES],
+        )
+    }
+    if channels:
+        fields[f"{prefix}transactional_exempt"] = forms.BooleanField(
+            label="Transactional messages may go outside the send window",
+            required=False,
+            help_text="An explicit choice: left unticked, transactional messages keep to the window like the rest.",
+        )
+        fields |= window_fields(f"{prefix}all_", label="Send window, every channel", inherit=f"As {under} says")
+        for channel, words in CHANNELS.items():
+            fields |= window_fields(
+                f"{prefix}{channel}_", label=f"{words}: send window", inherit="As above, else as the account says"
+            )
+    else:
+        fields |= window_fields(f"{prefix}all_", label="Send window for this message", inherit=f"As {under} says")
+    fields |= caps_fields(prefix, mode=f"As {under} says")
+    fields[f"{prefix}when_capped"] = when_capped_field(inherit=f"As {under} says")
+    return fields
+
+
+def layer_windows(prefix: str, *, channels: bool) -> dict[str, str]:
+    """Each window's path in the layer's document, to its fields' prefix."""
+    windows = {"send_window": f"{prefix}all_"}
+    if channels:
+        windows |= {f"send_windows.{channel}": f"{prefix}{channel}_" for channel in CHANNELS}
+    return windows
+
+
+def layer_document(form: forms.BaseForm, data: Mapping[str, Any], prefix: str, *, channels: bool) -> dict[str, Any]:
+    """The layer's document (only what it sets), with what the form can say plainly already said."""
+    document: dict[str, Any] = {}
+    if data.get(f"{prefix}purpose"):
+        document["purpose"] = data[f"{prefix}purpose"]
+    if channels and data.get(f"{prefix}transactional_exempt"):
+        document["transactional_window"] = "exempt"
+    for path, window_prefix in layer_windows(prefix, channels=channels).items():
+        check_custom_window(form, data, window_prefix)
+        is_set, value = window_value(data, window_prefix)
+        if not is_set:
+            continue
+        if path == "send_window":
+            document["send_window"] = value
+        else:
+            document.setdefault("send_windows", {})[path.split(".")[1]] = value
+    mode = data.get(f"{prefix}caps") or CAPS_INHERIT
+    caps = caps_value(data, prefix)
+    if mode == CAPS_NONE:
+        document["frequency_caps"] = []
+    elif mode == CAPS_THESE or (mode == CAPS_INHERIT and caps):
+        if not caps:
+            form.add_error(f"{prefix}cap0_max", "Fill in at least one cap, or choose another option above.")
+        document["frequency_caps"] = caps
+    if data.get(f"{prefix}when_capped"):
+        document["when_capped"] = data[f"{prefix}when_capped"]
+    return document
+
+
+def layer_initial(document: Any, prefix: str, *, channels: bool) -> dict[str, Any]:
+    """The fields' initial values for a stored layer (what `layer_document` would give back)."""
+    doc = document if isinstance(document, Mapping) else {}
+    initial: dict[str, Any] = {f"{prefix}purpose": doc.get("purpose") or "", f"{prefix}when_capped": ""}
+    if isinstance(doc.get("when_capped"), str):
+        initial[f"{prefix}when_capped"] = doc["when_capped"]
+    if channels:
+        initial[f"{prefix}transactional_exempt"] = doc.get("transactional_window") == "exempt"
+    initial |= window_initial(doc.get("send_window"), f"{prefix}all_", is_set="send_window" in doc)
+    if channels:
+        found = doc.get("send_windows")
+        per_channel: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+        for channel in CHANNELS:
+            initial |= window_initial(per_channel.get(channel), f"{prefix}{channel}_", is_set=channel in per_channel)
+    if "frequency_caps" in doc:
+        caps = doc["frequency_caps"]
+        initial[f"{prefix}caps"] = CAPS_NONE if caps == [] else CAPS_THESE
+        initial |= caps_initial(caps, prefix)
+    else:
+        initial[f"{prefix}caps"] = CAPS_INHERIT
+    return initial
+
+
+def layer_fieldsets(prefix: str, *, channels: bool, title: str) -> list[tuple[str, Any]]:
+    """The override fields grouped as the admin shows them (collapsed: most workflows keep the account's)."""
+    window_parts = ("window", "days", "hours", "holidays", "fr_holidays", "spread")
+    windows = [f"{prefix}all_{part}" for part in window_parts]
+    if channels:
+        windows += [f"{prefix}{c}_{part}" for c in CHANNELS for part in window_parts]
+    rows = [
+        tuple(f"{prefix}cap{i}_{p}" for p in ("max", "every", "unit", "channel", "transactional"))
+        for i in range(CAP_ROWS)
+    ]
+    top = [f"{prefix}purpose", *([f"{prefix}transactional_exempt"] if channels else [])]
+    description = (
+        "Leave these as they are to keep the account's sending settings. What you set here wins for this "
+        "workflow's messages; the next message obeys it, no need to publish."
+    )
+    return [
+        (
+            title,
+            {
+                "fields": [*top, *windows, f"{prefix}caps", *rows, f"{prefix}when_capped"],
+                "classes": ("collapse",),
+                "description": description,
+            },
+        )
+    ]
+
+
+def layer_problems(form: forms.BaseForm, document: Mapping[str, Any], prefix: str, *, channels: bool) -> None:
+    """Ask the rules' own parser about the layer's document and put each problem on its field."""
+    problems = Problems()
+    if channels:
+        parse_workflow_rules(document, "", problems)
+    else:
+        parse_step_rules(document, "", problems)
+    put_problems(form, problems, windows=layer_windows(prefix, channels=channels), caps=prefix, prefix=prefix)

@@ -31,6 +31,7 @@ from accounts.admin_scoping import AccountScopedAdmin, allowed_account_ids, chec
 from accounts.domain.roles import Permission
 from accounts.infrastructure.models import Account
 from contacts.infrastructure.models import Contact
+from integrations.admin_forms import layer_fieldsets
 from jobs.public.admin import jobs_shown_to
 from jobs.public.operations import jobs_carrying
 from kernel.failures import JobError
@@ -39,7 +40,7 @@ from workflows.admin_forms import decisions as _decision_forms  # noqa: F401 - r
 from workflows.admin_forms.context import BuilderContext, StepRef, builder_context
 from workflows.admin_forms.steps import ACCOUNT_TAGS_LIST, STEP_FORMS, StepForm, StepFormSet, step_palette
 from workflows.admin_forms.summary import decision_words, step_lines, waiting_words
-from workflows.admin_forms.workflow import EVENT_LABELS, WorkflowForm, goals_supported
+from workflows.admin_forms.workflow import EVENT_LABELS, SENDING, WorkflowForm, goals_supported
 from workflows.application.errors import NotFound
 from workflows.application.previews import PreviewRefused, step_preview, step_send_test
 from workflows.application.runs.operating import (
@@ -207,6 +208,7 @@ class WorkflowAdmin(AccountScopedAdmin):
                 )
             },
         ),
+        *layer_fieldsets(SENDING, channels=True, title="When its messages may go (send windows and caps)"),
     )
     actions = ["publish", "pause", "activate", "archive", "restore", "start_run"]
     account_roles = {
@@ -384,6 +386,7 @@ class WorkflowAdmin(AccountScopedAdmin):
                 trigger=trigger,
                 reenrollment=data["reenrollment"],
                 track_email_engagement=data.get("track_email_engagement"),
+                sending_rules=form.sending_rules,
             )
         else:
             saved = service.create(
@@ -393,6 +396,7 @@ class WorkflowAdmin(AccountScopedAdmin):
                 trigger=trigger,
                 reenrollment=data["reenrollment"],
                 track_email_engagement=data.get("track_email_engagement"),
+                sending_rules=form.sending_rules,
             )
         obj.pk = saved.pk
         obj._state.adding = False

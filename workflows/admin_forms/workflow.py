@@ -7,6 +7,7 @@ from typing import Any, cast
 
 from django import forms
 
+from integrations.admin_forms import declare_fields, layer_document, layer_fields, layer_initial, layer_problems
 from workflows.admin_forms.conditions import condition_fields, operator_choices
 from workflows.admin_forms.context import BuilderContext
 from workflows.admin_forms.decisions import condition_rows_field
@@ -38,6 +39,9 @@ def goals_supported() -> bool:
 
 def _shown_then(then: Any) -> str:
     return "" if then in (None, "", END) else str(then)  # blank is "end the run: goal met"
+
+
+SENDING = "sr_"  # the prefix of the fields of the workflow's sending overrides (integrations.admin_forms)
 
 
 class WorkflowForm(forms.ModelForm):
@@ -104,6 +108,9 @@ class WorkflowForm(forms.ModelForm):
         self.builder = builder or BuilderContext()
         tracking = self.instance.track_email_engagement
         self.initial["track_email_engagement"] = "" if tracking is None else str(tracking).lower()
+        for name, value in layer_initial(self.instance.sending_rules, SENDING, channels=True).items():
+            self.initial.setdefault(name, value)
+        self.sending_rules: dict[str, Any] = {}
         events = [(name, EVENT_LABELS.get(name, name)) for name in BUILTIN_EVENTS]
         custom = [(name, f"{name} (custom event)") for name in self.builder.known_events if name not in BUILTIN_EVENTS]
         cast(forms.ChoiceField, self.fields["trigger_event"]).choices = [
@@ -182,6 +189,8 @@ class WorkflowForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         data = cast(dict[str, Any], super().clean())  # a form's clean() returns its cleaned_data
+        self.sending_rules = layer_document(self, data, SENDING, channels=True)
+        layer_problems(self, self.sending_rules, SENDING, channels=True)
         declared = [self.event_name()] if data.get("trigger_event") == OTHER_EVENT and self.event_name() else []
         if data.get("trigger_type") == "event" and data.get("trigger_event") == OTHER_EVENT and not declared:
             self.add_error("trigger_custom_event", "Type the name of the event your app sends.")
@@ -239,3 +248,7 @@ class WorkflowForm(forms.ModelForm):
             self.add_error("trigger_type", text)
         else:
             self.add_error(None, f"{path}: {reason}")
+
+
+# The workflow's sending overrides, declared on the class so the admin's fieldsets may name them.
+declare_fields(WorkflowForm, layer_fields(SENDING, channels=True, under="the account's sending settings"))

@@ -15,6 +15,7 @@ from django.db import transaction
 from django.db.models import Max
 
 from accounts.application.selectors import account_exists
+from integrations.domain.sending import Problems, parse_workflow_rules
 from workflows.application.definitions import definition_from
 from workflows.application.errors import WorkflowNotFound
 from workflows.application.trigger_cache import triggers_changed
@@ -49,8 +50,12 @@ class WorkflowService:
         steps: Sequence[Mapping[str, Any]] = (),
         goals: Any = (),
         track_email_engagement: bool | None = None,
+        sending_rules: Any = None,
     ) -> Workflow:
-        """A new draft workflow; WorkflowValidationError (every problem, with its path) stores nothing."""
+        """A new draft workflow; WorkflowValidationError (every problem, with its path) stores nothing.
+
+        `sending_rules`: its overrides of the account's send windows and caps (Workflow.sending_rules, read live
+        when a message is sent, not frozen in a version; docs/decisions/sending-rules.md)."""
         trigger = _trigger_part(trigger, default={"type": "manual"})
         definition = self._check(
             name=name,
@@ -60,6 +65,7 @@ class WorkflowService:
             steps=steps,
             goals=list(goals) if isinstance(goals, tuple) else goals,
             track_email_engagement=track_email_engagement,
+            sending_rules=sending_rules,
         )
         with transaction.atomic():
             if not account_exists(account_id):
@@ -70,6 +76,7 @@ class WorkflowService:
                 description=description or "",
                 goals=[goal.as_dict() for goal in definition.goals],
                 track_email_engagement=track_email_engagement,
+                sending_rules=dict(sending_rules or {}),
             )
             _apply_trigger(workflow, definition)
             workflow.save(force_insert=True)
@@ -88,8 +95,10 @@ class WorkflowService:
         steps: Sequence[Mapping[str, Any]] = UNCHANGED,
         goals: Any = UNCHANGED,
         track_email_engagement: Any = UNCHANGED,
+        sending_rules: Any = UNCHANGED,
     ) -> Workflow:
-        """Change the draft (the parts given). Runs in flight and the published version are not touched."""
+        """Change the draft (the parts given). Runs in flight and the published version are not touched, except
+        by `sending_rules` and `track_email_engagement`, which are read live (the next message obeys them)."""
         with transaction.atomic():
             workflow = _locked(workflow_id, account_id)
             check_editable(workflow.status)
@@ -102,6 +111,7 @@ class WorkflowService:
             tracking = (
                 workflow.track_email_engagement if track_email_engagement is UNCHANGED else track_email_engagement
             )
+            rules = workflow.sending_rules if sending_rules is UNCHANGED else sending_rules
             definition = self._check(
                 name=new_name,
                 description=new_description,
@@ -110,9 +120,11 @@ class WorkflowService:
                 steps=new_steps,
                 goals=new_goals,
                 track_email_engagement=tracking,
+                sending_rules=rules,
             )
             workflow.goals = [goal.as_dict() for goal in definition.goals]
             workflow.track_email_engagement = tracking
+            workflow.sending_rules = dict(rules or {})
             workflow.name = new_name.strip()
             workflow.description = new_description or ""
             _apply_trigger(workflow, definition)
@@ -127,6 +139,7 @@ class WorkflowService:
                     "reenrollment",
                     "goals",
                     "track_email_engagement",
+                    "sending_rules",
                     "updated_at",
                 ]
             )
@@ -229,8 +242,13 @@ class WorkflowService:
         known_events: frozenset[str] | None = None,
         goals: Any = None,
         track_email_engagement: Any = None,
+        sending_rules: Any = None,
     ) -> WorkflowDefinition:
         errors: list[FieldError] = []
+        if sending_rules is not None:
+            problems = Problems()
+            parse_workflow_rules(sending_rules, "sending_rules", problems)
+            errors.extend(FieldError(problem.path, problem.reason) for problem in problems)
         if track_email_engagement is not None and not isinstance(track_email_engagement, bool):
             errors.append(FieldError("track_email_engagement", "must be true, false or null (the account's setting)"))
         if not isinstance(name, str) or not name.strip():

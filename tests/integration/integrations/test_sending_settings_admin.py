@@ -111,8 +111,8 @@ def test_every_mistake_is_next_to_its_field_and_nothing_is_stored(client, accoun
     assert form.errors["email_hours"] == [
         'Item 2: must be hours as "HH:MM-HH:MM" on a 24-hour clock (end 24:00 for midnight)'
     ]
-    assert form.errors["email_holidays"] == ["Item 1: must be a date as YYYY-MM-DD"]
-    assert "must end after it starts" in form.errors["sms_hours"][0]
+    assert form.errors["email_holidays"] == ["Must be a date as YYYY-MM-DD"]
+    assert form.errors["sms_hours"][0].startswith("Must end after it starts")
     assert "hours" in form.errors["cap0_every"][0]  # a cap needs its period
     assert not SendingSettings.objects.filter(account=account).exists()
 
