@@ -13,14 +13,15 @@ from typing import cast
 from contacts.domain.model import ConsentState
 from integrations.application.sending_rules import effective_rules
 from integrations.domain.sending import Channel, Defer, Outbound, decide
-from workflows.application import actions
-from workflows.application.actions import ActionResult, SendSms, StepRun
-from workflows.domain.actions import ActionType, SendSmsConfig
+from workflows.application.actions import ActionResult, StepRun
 from workflows.domain.deferral import Deferral
+from workflows.steps import registry
+from workflows.steps.send_sms.config import SendSmsConfig
+from workflows.steps.send_sms.executor import SendSms
 
 
 class WindowedSms:
-    action_type = ActionType.SEND_SMS
+    action_type = "send_sms"
     external = True
     asked = 0
 
@@ -46,5 +47,5 @@ class WindowedSms:
 def install_windowed_sms(monkeypatch) -> type[WindowedSms]:
     """The SMS step asks the rules first, for this test (monkeypatch undoes it)."""
     WindowedSms.asked = 0
-    monkeypatch.setitem(actions.EXECUTORS, ActionType.SEND_SMS, WindowedSms())
+    monkeypatch.setattr(registry.load("send_sms", "executor"), "EXECUTOR", WindowedSms())
     return WindowedSms

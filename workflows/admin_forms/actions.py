@@ -16,14 +16,10 @@ from django import forms
 
 from workflows.admin_forms.steps import ACCOUNT_TAGS_LIST, StepConfigForm, register_step_form
 from workflows.admin_forms.widgets import KeyValueField, KeyValueWidget, TagInput, TemplateInput, TemplateTextarea
-from workflows.domain.actions import (
-    WEBHOOK_METHODS,
-    WaitClock,
-    parse_duration,
-    parse_time_of_day,
-    parse_wait_until,
-)
+from workflows.domain.actions import WaitClock, parse_duration
 from workflows.domain.validation import is_template
+from workflows.steps.wait.config import parse_time_of_day, parse_wait_until
+from workflows.steps.webhook.config import WEBHOOK_METHODS
 
 
 @register_step_form

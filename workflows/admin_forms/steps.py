@@ -21,8 +21,9 @@ from django.forms.models import BaseInlineFormSet
 from workflows.admin_forms.context import BuilderContext
 from workflows.admin_forms.paths import STEP_KEY, StepChoiceField
 from workflows.application.definitions import validation_context
-from workflows.domain.actions import MAX_ATTEMPTS_LIMIT, MAX_BASE_DELAY, ActionType
+from workflows.domain.actions import MAX_ATTEMPTS_LIMIT, MAX_BASE_DELAY
 from workflows.domain.errors import WorkflowValidationError
+from workflows.domain.step_types import step_type_names
 from workflows.domain.templates import custom_field_warning
 from workflows.domain.workflow import parse_steps
 from workflows.infrastructure.models import WorkflowStep
@@ -203,7 +204,7 @@ def register_step_form(form: type[StepConfigForm]) -> type[StepConfigForm]:
 
 def offered_forms() -> dict[str, type[StepConfigForm]]:
     """The forms of the actions the engine runs (a form registered ahead of its action type waits for it)."""
-    known = {action.value for action in ActionType}
+    known = set(step_type_names())
     return {key: form for key, form in STEP_FORMS.items() if key in known}
 
 

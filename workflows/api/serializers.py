@@ -18,9 +18,10 @@ from rest_framework import serializers
 from api.converters import ID_SCHEMA
 from api.serializers import CHECKED, NOT_BLANK, StrictSerializer
 from workflows.application.selectors import has_unpublished_changes
-from workflows.domain.actions import MAX_STEP_NAME, MAX_STEPS, ActionType
+from workflows.domain.actions import MAX_STEP_NAME, MAX_STEPS
 from workflows.domain.execution import ExecutionStatus, StepOutcome, run_path
 from workflows.domain.redaction import shown_steps
+from workflows.domain.step_types import step_type_names
 from workflows.domain.triggers import (
     BUILTIN_EVENTS,
     EVENT_NAME,
@@ -39,7 +40,7 @@ EXECUTION_STATUS_CHOICES = [s.value for s in ExecutionStatus]
 TRIGGER_TYPE_CHOICES = [t.value for t in TriggerType]
 CONDITION_OP_CHOICES = [o.value for o in ConditionOp]
 REENROLLMENT_CHOICES = [r.value for r in Reenrollment]
-ACTION_TYPE_CHOICES = [a.value for a in ActionType]
+ACTION_TYPE_CHOICES = list(step_type_names())
 STEP_OUTCOME_CHOICES = [o.value for o in StepOutcome]
 
 STATUS_HINT = (

@@ -10,21 +10,19 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, cast
 
 import nh3
 
 from contacts.application.selectors import contact_row
 from contacts.domain.model import normalize_phone
-from integrations.application import channels
-from integrations.domain.channels import DeliveryResult, EmailMessage
+from integrations.domain.channels import DeliveryResult
 from workflows.application.definitions import validation_context
 from workflows.domain.errors import WorkflowValidationError
 from workflows.domain.templates import TemplateError, template_context
 from workflows.domain.workflow import Step, parse_steps
-from workflows.infrastructure.templates import renderer
+from workflows.steps import registry
 
-PREVIEWABLE = ("send_email", "send_sms", "send_voice")
 # What the preview keeps of an email's HTML: its layout and styling, never scripts, forms or event handlers.
 # It is also shown in a sandboxed frame (no scripts, no same-origin access): two fences, not one.
 _HTML_ATTRIBUTES = {
@@ -40,6 +38,7 @@ _HTML_ATTRIBUTES = {
 class StepPreview:
     action_type: str
     contact_label: str
+    shape: str = ""  # how the builder shows it: "email", "sms" or "call" (its type's previewer says)
     subject: str = ""
     text: str = ""
     html: str = ""  # sanitised (nh3): shown only in a sandboxed frame
@@ -60,6 +59,25 @@ class StepPreview:
 
 class PreviewRefused(ValueError):
     """The step cannot be previewed or sent: its config has problems, or the address is not one."""
+
+
+class StepPreviewer(Protocol):
+    """A step type that can be previewed and sent as a test: its executor module's `PREVIEW`."""
+
+    def render(self, step: Step, label: str, context: Mapping[str, Any]) -> StepPreview:
+        """The step as the contact would see it (templates rendered with `context`)."""
+        ...
+
+    def send_test(self, preview: StepPreview, to: str, account_id: int) -> DeliveryResult:
+        """Send `preview` once to `to` through the real channel (PreviewRefused when `to` is no address)."""
+        ...
+
+
+def previewer_for(action_type: str) -> StepPreviewer | None:
+    """The step type's previewer, or None when it has nothing to preview (or is no step type)."""
+    if action_type not in registry.STEP_TYPES:
+        return None
+    return cast(StepPreviewer | None, getattr(registry.load(action_type, "executor"), "PREVIEW", None))
 
 
 def _checked_step(action_type: str, config: Mapping[str, Any]) -> Step:
@@ -119,7 +137,7 @@ def step_preview(
     label = (
         (contact["email"] or contact["phone"] or f"contact {contact['id']}") if contact else "no contact (empty values)"
     )
-    if action_type not in PREVIEWABLE:
+    if previewer_for(action_type) is None:
         return StepPreview(action_type, label, problems=["This kind of step has nothing to preview."])
     try:
         step = _checked_step(action_type, config)
@@ -133,25 +151,9 @@ def step_preview(
 
 
 def _rendered(step: Step, label: str, context: Mapping[str, Any]) -> StepPreview:
-    config: Any = step.config
-    kind = step.action_type.value
-    if kind == "send_email":
-        html = renderer.render_html(config.html, context) if config.html else ""
-        return StepPreview(
-            kind,
-            label,
-            subject=" ".join(renderer.render_text(config.subject, context).split()),
-            text=renderer.render_text(config.text, context),
-            html=sanitised_html(html) if html else "",
-        )
-    if kind == "send_sms":
-        return StepPreview(kind, label, sms=renderer.render_text(config.body, context).strip())
-    return StepPreview(
-        kind,
-        label,
-        voice_message=renderer.render_text(config.message, context).strip() if config.message else "",
-        recording_url=config.recording_url or "",
-    )
+    previewer = previewer_for(step.action_type)
+    assert previewer is not None  # step_preview checked it
+    return previewer.render(step, label, context)
 
 
 def step_send_test(
@@ -172,35 +174,17 @@ def step_send_test(
     )
     if preview.problems:
         raise PreviewRefused(preview.problems[0])
-    to = (to or "").strip()
-    if action_type == "send_email":
-        from django.core.validators import validate_email
+    previewer = previewer_for(action_type)
+    assert previewer is not None  # a preview without problems has one
+    return previewer.send_test(preview, (to or "").strip(), account_id)
 
-        try:
-            validate_email(to)
-        except Exception:
-            raise PreviewRefused("Type the email address to send the test to.") from None
-        return channels.email_channel().send_email(
-            EmailMessage(
-                to=to,
-                subject=f"[Test] {preview.subject}",
-                text=preview.text,
-                html=preview.html or None,
-                account_id=account_id,
-                headers={"X-Relay-Test": "1"},
-            )
-        )
+
+def phone_for_test(to: str) -> str:
+    """The number a test SMS or call goes to, as contacts spell numbers; PreviewRefused when it is none."""
     try:
         number = normalize_phone(to)
     except Exception:
         number = ""
     if not number:
         raise PreviewRefused("Type the phone number to send the test to, e.g. +15550100000.")
-    if action_type == "send_sms":
-        return channels.sms_channel().send_sms(to=number, body=preview.sms, account_id=account_id)
-    return channels.voice_channel().place_call(
-        to=number,
-        message=preview.voice_message or None,
-        recording_url=preview.recording_url or None,
-        account_id=account_id,
-    )
+    return number

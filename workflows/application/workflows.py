@@ -19,9 +19,9 @@ from integrations.domain.sending import Problems, parse_workflow_rules
 from workflows.application.definitions import definition_from
 from workflows.application.errors import WorkflowNotFound
 from workflows.application.trigger_cache import triggers_changed
-from workflows.domain.actions import ActionType
 from workflows.domain.errors import FieldError, WorkflowValidationError
 from workflows.domain.triggers import BUILTIN_EVENTS
+from workflows.domain.waits import EventWait
 from workflows.domain.workflow import WorkflowDefinition, WorkflowStatus, check_editable, workflow_move
 from workflows.infrastructure.models import Workflow, WorkflowStep, WorkflowVersion
 
@@ -180,7 +180,7 @@ class WorkflowService:
                 "goals": [goal.as_dict() for goal in definition.goals],
                 # Its account's events then look for waiting runs and goals met (runs.receiving).
                 "listens": bool(definition.goals)
-                or any(step.action_type is ActionType.WAIT_FOR_EVENT for step in definition.steps),
+                or any(isinstance(step.config, EventWait) for step in definition.steps),
             }
             current = workflow.current_version
             if current is not None and all(getattr(current, k) == v for k, v in frozen.items()):

@@ -20,14 +20,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from workflows.domain.actions import (
-    END,
-    WAITING_ACTIONS,
-    ActionType,
-    BranchConfig,
-    config_exits,
-)
+from workflows.domain.actions import END
 from workflows.domain.errors import FieldError
+from workflows.domain.step_types import config_type
 
 if TYPE_CHECKING:
     from workflows.domain.workflow import Step
@@ -36,12 +31,9 @@ if TYPE_CHECKING:
 def exits(step: Step, path: str) -> list[tuple[str, str]]:
     """(field path, target key or END) for every way on from `step`."""
     here = f"{path}[{step.index}]"
-    found = config_exits(step.config, f"{here}.config")
-    if step.action_type is ActionType.END:
-        return [(f"{here}.action_type", END)]
-    if step.action_type in (ActionType.BRANCH, ActionType.SPLIT):
-        return found
-    return [(f"{here}.next", step.next), *found]
+    kind = config_type(step.action_type)
+    found = kind.exits(step.config, here)
+    return found if kind.decides else [(f"{here}.next", step.next), *found]
 
 
 def check_graph(
@@ -77,7 +69,7 @@ def check_graph(
             errors.append(
                 FieldError(f"{path}[{step.index}]", f"step {step.key!r} never ends: every way on from it loops back")
             )
-    waiting = {step.key for step in steps if step.action_type in WAITING_ACTIONS}
+    waiting = {step.key for step in steps if config_type(step.action_type).waits}
     for key in _in_loop_without_wait(edges, waiting):
         step = by_key[key]
         errors.append(
@@ -89,18 +81,13 @@ def check_graph(
 
 
 def _check_condition_steps(step: Step, path: str, by_key: dict, errors: list[FieldError]) -> None:
-    if not isinstance(step.config, BranchConfig):
+    reads = config_type(step.action_type).step_reads
+    if reads is None:
         return
-    for b, branch in enumerate(step.config.branches):
-        for c, condition in enumerate(branch.conditions):
-            root, _, rest = condition.field.partition(".")
-            if root == "steps" and rest.split(".", 1)[0] not in by_key:
-                errors.append(
-                    FieldError(
-                        f"{path}[{step.index}].config.branches[{b}].conditions[{c}].field",
-                        f"names no step of this workflow: {rest.split('.', 1)[0]!r}",
-                    )
-                )
+    for field_path, field in reads(step.config, f"{path}[{step.index}]"):
+        root, _, rest = field.partition(".")
+        if root == "steps" and rest.split(".", 1)[0] not in by_key:
+            errors.append(FieldError(field_path, f"names no step of this workflow: {rest.split('.', 1)[0]!r}"))
 
 
 def _reach(start: str, edges: dict[str, list[str]]) -> set[str]:

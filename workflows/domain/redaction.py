@@ -29,11 +29,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from integrations.domain.redaction import HARMLESS_HEADERS, REDACTED, is_secret_key, redact
-from workflows.domain.actions import ActionType
 from workflows.domain.errors import FieldError
+from workflows.domain.step_types import StepConfigType, config_type, step_type_names
 
-WEBHOOK = ActionType.WEBHOOK.value
-SEND_VOICE = ActionType.SEND_VOICE.value
 CUT = "…"
 
 
@@ -47,21 +45,18 @@ def shown_step(step: Mapping[str, Any]) -> dict[str, Any]:
         shown = {"key": step["key"], **shown}
     if step.get("next"):
         shown["next"] = step["next"]
-    if shown["action_type"] == SEND_VOICE and isinstance(shown["config"], Mapping):
-        if isinstance(shown["config"].get("recording_url"), str):
-            shown["config"] = {**shown["config"], "recording_url": shown_url(shown["config"]["recording_url"])}
-        return shown
-    if shown["action_type"] != WEBHOOK or not isinstance(shown["config"], Mapping):
-        return shown
-    config = dict(shown["config"])
-    if isinstance(config.get("url"), str):
-        config["url"] = shown_url(config["url"])
-    if isinstance(config.get("headers"), Mapping):
-        config["headers"] = {name: shown_header(name, value) for name, value in config["headers"].items()}
-    if "body" in config:
-        config["body"] = shown_json(config["body"])
-    shown["config"] = config
+    hide = _hiding(shown["action_type"])
+    if hide is not None and hide.shown is not None and isinstance(shown["config"], Mapping):
+        shown["config"] = hide.shown(shown["config"])
     return shown
+
+
+def _hiding(action_type: Any) -> StepConfigType | None:
+    """The step type whose config holds values a response hides (a webhook's, a voice call's), else None."""
+    if not isinstance(action_type, str) or action_type not in step_type_names():
+        return None
+    found = config_type(action_type)
+    return found if found.shown is not None else None
 
 
 def shown_url(url: str) -> str:
@@ -126,40 +121,26 @@ def restore_hidden(steps: Any, stored: list[Mapping[str, Any]]) -> tuple[Any, li
 
     Returns the steps and the placeholders that had nothing to stand for (to refuse, naming each path).
     Anything that is not a list of objects is returned as it is: the workflow service names what is wrong.
+    Each step type that hides values says how its config is restored (`StepConfigType.restore`), from the
+    stored step at the same position when it is of the same type.
     """
     if not isinstance(steps, list):
         return steps, []
     restored: list[Any] = []
     unresolved: list[FieldError] = []
     for index, step in enumerate(steps):
-        if (
-            isinstance(step, Mapping)
-            and step.get("action_type") == SEND_VOICE
-            and isinstance(step.get("config"), Mapping)
-        ):
-            config, problems = _restore_recording(dict(step["config"]), stored, index)
-            unresolved.extend(problems)
-            restored.append({**step, "config": config})
-            continue
-        if (
-            not isinstance(step, Mapping)
-            or step.get("action_type") != WEBHOOK
-            or not isinstance(step.get("config"), Mapping)
-        ):
+        hide = _hiding(step.get("action_type")) if isinstance(step, Mapping) else None
+        if hide is None or hide.restore is None or not isinstance(step.get("config"), Mapping):
             restored.append(step)
             continue
         before = stored[index] if index < len(stored) else None
-        before_config = before.get("config") if before and before.get("action_type") == WEBHOOK else None
-        before_config = before_config if isinstance(before_config, Mapping) else {}
-        config = _restore_config(dict(step["config"]), before_config)
-        path = f"steps[{index}].config"
-        if before_config and not _same_url(config.get("url"), before_config.get("url")):
-            unresolved.extend(
-                FieldError(error.path, URL_CHANGED) if error.path != f"{path}.url" else error
-                for error in _placeholders(config, path)
-            )
-        else:
-            unresolved.extend(_placeholders(config, path))
+        before_config = before.get("config") if before and before.get("action_type") == hide.name else None
+        config, problems = hide.restore(
+            dict(step["config"]),
+            before_config if isinstance(before_config, Mapping) else None,
+            f"steps[{index}].config",
+        )
+        unresolved.extend(problems)
         restored.append({**step, "config": config})
     return restored, unresolved
 
@@ -178,54 +159,7 @@ def origin(url: Any) -> tuple[str, str, int] | None:
     return scheme, host.rstrip("."), port or {"http": 80, "https": 443}.get(scheme, 0)
 
 
-def _same_url(url: Any, stored_url: Any) -> bool:
-    """Hidden values are kept only for the very URL they were entered for: on a shared receiver host
-    (webhook.site, hooks.zapier.com ...) another path may well belong to someone else."""
-    return isinstance(url, str) and url == stored_url
-
-
-URL_CHANGED = "re-enter this secret: the URL changed, and a hidden value is only kept for the URL it was entered for"
-
-
-def _restore_recording(
-    config: dict[str, Any], stored: list[Mapping[str, Any]], index: int
-) -> tuple[dict[str, Any], list[FieldError]]:
-    """A voice step's recording URL sent back as shown becomes the stored one again (same position, same action)."""
-    before = stored[index] if index < len(stored) else None
-    before_url = (
-        (before.get("config") or {}).get("recording_url")
-        if before and before.get("action_type") == SEND_VOICE
-        else None
-    )
-    url = config.get("recording_url")
-    if isinstance(before_url, str) and url == shown_url(before_url):
-        config["recording_url"] = before_url
-    elif isinstance(url, str) and url.endswith(f"/{CUT}") and shown_url(url) == url:
-        path = f"steps[{index}].config.recording_url"
-        return config, [FieldError(path, f"is the shortened URL shown in place of a hidden one, and {NO_STORED_VALUE}")]
-    return config, []
-
-
-def _restore_config(config: dict[str, Any], before: Mapping[str, Any]) -> dict[str, Any]:
-    url = before.get("url")
-    if isinstance(url, str) and config.get("url") == shown_url(url):
-        config["url"] = url
-    if not _same_url(config.get("url"), url):
-        return config  # secrets go to the URL they were entered for, or nowhere: `_placeholders` names them
-    headers_before = before.get("headers")
-    stored_headers = headers_before if isinstance(headers_before, Mapping) else {}
-    headers = config.get("headers")
-    if isinstance(headers, Mapping):
-        config["headers"] = {
-            name: stored_headers[name] if value == REDACTED and name in stored_headers else value
-            for name, value in headers.items()
-        }
-    if "body" in before and "body" in config:
-        config["body"] = _restore_json(config["body"], before["body"])
-    return config
-
-
-def _restore_json(sent: Any, stored: Any) -> Any:
+def restore_json(sent: Any, stored: Any) -> Any:
     """Parts of a body sent back as shown become the stored parts again; edited parts are taken as sent."""
     if sent == shown_json(stored):
         return stored
@@ -234,45 +168,25 @@ def _restore_json(sent: Any, stored: Any) -> Any:
             key: (
                 stored[key]
                 if sent_value == REDACTED and is_secret_key(str(key)) and stored.get(key) is not None
-                else _restore_json(sent_value, stored[key])
+                else restore_json(sent_value, stored[key])
             )
             if key in stored
             else sent_value
             for key, sent_value in sent.items()
         }
     if isinstance(sent, list) and isinstance(stored, list):
-        return [_restore_json(item, stored[i]) if i < len(stored) else item for i, item in enumerate(sent)]
+        return [restore_json(item, stored[i]) if i < len(stored) else item for i, item in enumerate(sent)]
     return sent
 
 
 NO_STORED_VALUE = "this step has no stored value to keep; send the value itself"
 
 
-def _placeholders(config: Mapping[str, Any], path: str) -> list[FieldError]:
-    """What is still a placeholder after restoring: shown in place of a value that is not there to keep."""
-    found: list[FieldError] = []
-    url = config.get("url")
-    if isinstance(url, str) and url.endswith(f"/{CUT}") and shown_url(url) == url:
-        found.append(
-            FieldError(f"{path}.url", f"is the shortened URL shown in place of a hidden one, and {NO_STORED_VALUE}")
-        )
-    headers = config.get("headers")
-    if isinstance(headers, Mapping):
-        for name, value in headers.items():
-            if value == REDACTED:
-                found.append(
-                    FieldError(f"{path}.headers.{name}", f"is the placeholder {REDACTED}, and {NO_STORED_VALUE}")
-                )
-    if "body" in config:
-        found.extend(_json_placeholders(config["body"], f"{path}.body"))
-    return found
-
-
-def _json_placeholders(value: Any, path: str) -> list[FieldError]:
+def json_placeholders(value: Any, path: str) -> list[FieldError]:
     if value == REDACTED:
         return [FieldError(path, f"is the placeholder {REDACTED}, and {NO_STORED_VALUE}")]
     if isinstance(value, Mapping):
-        return [e for key, item in value.items() for e in _json_placeholders(item, f"{path}.{key}")]
+        return [e for key, item in value.items() for e in json_placeholders(item, f"{path}.{key}")]
     if isinstance(value, list):
-        return [e for i, item in enumerate(value) for e in _json_placeholders(item, f"{path}[{i}]")]
+        return [e for i, item in enumerate(value) for e in json_placeholders(item, f"{path}[{i}]")]
     return []

@@ -22,7 +22,6 @@ from enum import StrEnum
 from typing import Any
 
 from kernel.cron import InvalidCron, InvalidTimeZone, shortest_interval, validate_cron, validate_time_zone
-from workflows.domain.actions import check_webhook_url, webhook_headers
 from workflows.domain.errors import FieldError, WorkflowValidationError
 from workflows.domain.triggers import (
     BUILTIN_EVENTS,
@@ -32,6 +31,7 @@ from workflows.domain.triggers import (
     parse_contact_filter,
 )
 from workflows.domain.validation import Reader, TargetCheck, ValidationContext
+from workflows.steps.webhook.config import check_webhook_url, webhook_headers
 
 MAX_DATA_BYTES = 64 * 1024
 

@@ -30,6 +30,17 @@ ENGAGEMENT = ("email.opened", "email.clicked")
 
 
 @dataclass(frozen=True)
+class EventWait:
+    """A step config that keeps the run WAITING on its step until an event or a timeout (the engine's event
+    waits, `runs.waiting`, serve any step whose config is one: today `wait_for_event`'s)."""
+
+    event: str
+    match: Any  # checked per event (`event_matches`)
+    timeout: float  # seconds
+    on_timeout: str  # a step key, or END
+
+
+@dataclass(frozen=True)
 class RecordedEvent:
     """The event a wait got, as the wait store keeps it."""
 

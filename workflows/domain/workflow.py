@@ -16,21 +16,19 @@ from typing import Any
 
 from kernel.storable_json import find_unstorable
 from workflows.domain.actions import (
-    DECIDING_ACTIONS,
     END,
     MAX_STEP_NAME,
     MAX_STEPS,
+    RETRY_KEYS,
     STEP_KEY,
-    ActionConfig,
-    ActionType,
     RetryOverrides,
-    parse_action_config,
     parse_retry_overrides,
 )
 from workflows.domain.errors import FieldError, IllegalWorkflowTransition, WorkflowValidationError
 from workflows.domain.execution import Goto
 from workflows.domain.goals import Goal, parse_goals
 from workflows.domain.graph import check_graph
+from workflows.domain.step_types import config_type, step_type_names
 from workflows.domain.triggers import Reenrollment, Trigger, parse_trigger
 from workflows.domain.validation import Reader, ValidationContext
 
@@ -76,8 +74,8 @@ def check_editable(current: WorkflowStatus | str) -> None:
 class Step:
     index: int  # 0-based position in the version
     name: str
-    action_type: ActionType
-    config: ActionConfig  # typed, checked
+    action_type: str  # a name of the step type registry (workflows/steps/registry.py)
+    config: Any  # typed, checked: the config type of its step type (workflows/steps/<name>/config.py)
     retry: RetryOverrides
     raw_config: Mapping[str, Any]  # as stored
     key: str = ""  # stable, unique in the workflow (generated `step_<n>` when the author gave none)
@@ -88,7 +86,7 @@ class Step:
 
     @property
     def label(self) -> str:
-        return self.name or self.action_type.value
+        return self.name or self.action_type
 
     @property
     def goto(self) -> Goto:
@@ -187,7 +185,7 @@ def _parse_steps(
             errors.append(FieldError(unstorable.path, unstorable.reason))
         step_reader = Reader(raw, step_path, context)
         name = step_reader.string("name", max_length=MAX_STEP_NAME, default="") or ""
-        kind = step_reader.string("action_type", required=True, max_length=50, choices=[a.value for a in ActionType])
+        kind = step_reader.string("action_type", required=True, max_length=50, choices=step_type_names())
         key = step_reader.string(
             "key",
             max_length=64,
@@ -202,7 +200,7 @@ def _parse_steps(
         )
         step_reader.get("position")  # accepted for clients that send it; the list order decides
         step_reader.refuse_unknown(["key", "name", "action_type", "config", "next", "position"])
-        if explicit_next and kind in DECIDING_ACTIONS:
+        if explicit_next and kind is not None and config_type(kind).decides:
             step_reader.error(
                 step_reader.at("next"),
                 f"a {kind} step chooses where the run goes in its config; it has no `next` of its own",
@@ -210,9 +208,10 @@ def _parse_steps(
         errors.extend(step_reader.errors)
         if kind is None:
             continue
-        action_type = ActionType(kind)
+        step_type = config_type(kind)
         config_reader = Reader(step_reader.get("config") or {}, f"{step_path}.config", context)
-        config = parse_action_config(action_type, config_reader)
+        config = step_type.parse(config_reader)
+        config_reader.refuse_unknown([*step_type.keys, *RETRY_KEYS])
         retry = parse_retry_overrides(config_reader)
         errors.extend(config_reader.errors)
         if not config_reader.errors and not step_reader.errors:
@@ -220,7 +219,7 @@ def _parse_steps(
                 Step(
                     index=index,
                     name=name,
-                    action_type=action_type,
+                    action_type=kind,
                     config=config,
                     retry=retry,
                     raw_config=dict(config_reader.raw),

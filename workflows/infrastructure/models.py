@@ -12,12 +12,12 @@ from django.db.models import Q
 from integrations.domain.sending.problems import Problems
 from integrations.domain.sending.settings import parse_workflow_rules
 from jobs.public.storage import uuid7
-from workflows.domain.actions import ActionType
 from workflows.domain.errors import PublishedVersionImmutable
 from workflows.domain.execution import COUNTED_FOR_LIMIT, ExecutionStatus, StepOutcome
 from workflows.domain.scheduled_hooks import HookAction, HookRunStatus, HookStatus
 from workflows.domain.triggers import Reenrollment, TriggerType
 from workflows.domain.workflow import WorkflowStatus
+from workflows.steps.registry import STEP_TYPES
 
 
 def _choices(enum) -> list[tuple[str, str]]:
@@ -109,7 +109,7 @@ class WorkflowStep(models.Model):
     # Stable in the workflow: `next` and the configs' paths name steps by key (generated `step_<n>`).
     key = models.CharField(max_length=64, default="")
     name = models.CharField(max_length=200, blank=True, default="")
-    action_type = models.CharField(max_length=32, choices=_choices(ActionType))
+    action_type = models.CharField(max_length=32, choices=[(name, name.replace("_", " ")) for name in STEP_TYPES])
     config = models.JSONField(default=dict, blank=True)
     # The key of the step that follows, or "$end"; blank: the following step in order.
     next_key = models.CharField(max_length=64, blank=True, default="")

@@ -17,9 +17,9 @@ from tests.factories import AccountFactory, ContactFactory
 from tests.integration.workflows.support import make_workflow
 from tests.support.processes import wait_until
 from workflows.application.runs.starting import start_runs
-from workflows.domain.actions import split_bucket
 from workflows.domain.execution import run_path
 from workflows.infrastructure.models import ExecutionLog, WorkflowExecution
+from workflows.steps.split.config import split_bucket
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 RUNS = 600  # enough that the runs are still in flight at both kills on a quiet machine

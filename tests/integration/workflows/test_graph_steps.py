@@ -11,10 +11,10 @@ from tests.integration.workflows.support import end_wait_now, make_workflow, run
 from workflows.application.runs.operating import cancel_run, pause_run, resume_run, retry_run
 from workflows.application.runs.starting import start_run
 from workflows.application.workflows import WorkflowService
-from workflows.domain.actions import split_bucket
 from workflows.domain.errors import WorkflowValidationError
 from workflows.domain.execution import run_path
 from workflows.infrastructure.models import ExecutionLog, Workflow, WorkflowExecution, WorkflowStep
+from workflows.steps.split.config import split_bucket
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

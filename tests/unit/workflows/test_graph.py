@@ -4,11 +4,14 @@ import uuid
 
 import pytest
 
-from workflows.domain.actions import END, BranchConfig, SplitConfig, WaitForEventConfig, split_bucket
+from workflows.domain.actions import END
 from workflows.domain.errors import WorkflowValidationError
 from workflows.domain.execution import MAX_STEP_VISITS, Execution, ExecutionStatus, Goto, run_path
 from workflows.domain.validation import ValidationContext
 from workflows.domain.workflow import parse_steps
+from workflows.steps.branch.config import BranchConfig
+from workflows.steps.split.config import SplitConfig, split_bucket
+from workflows.steps.wait_for_event.config import WaitForEventConfig
 
 CONTEXT = ValidationContext(check_template=lambda _s: None, contact_fields=frozenset({"email", "first_name"}))
 TAG = {"action_type": "add_tag", "config": {"tag": "t"}}

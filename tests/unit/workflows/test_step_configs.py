@@ -4,19 +4,16 @@ from datetime import time
 
 import pytest
 
-from workflows.domain.actions import (
-    ActionType,
-    SendEmailConfig,
-    TagConfig,
-    UpdateContactConfig,
-    WaitConfig,
-    WebhookConfig,
-    parse_duration,
-)
+from workflows.domain.actions import parse_duration
 from workflows.domain.errors import WorkflowValidationError
 from workflows.domain.triggers import Reenrollment, TriggerType
 from workflows.domain.validation import ValidationContext
 from workflows.domain.workflow import parse_definition, parse_steps
+from workflows.steps.add_tag.config import TagConfig
+from workflows.steps.send_email.config import SendEmailConfig
+from workflows.steps.update_contact.config import UpdateContactConfig
+from workflows.steps.wait.config import WaitConfig
+from workflows.steps.webhook.config import WebhookConfig
 
 
 def fake_check(source: str) -> str | None:
@@ -71,9 +68,8 @@ def test_a_valid_workflow_of_every_action():
         CONTEXT,
     )
     assert [s.action_type for s in steps] == [
-        ActionType.SEND_EMAIL, ActionType.SEND_SMS, ActionType.SEND_VOICE, ActionType.SEND_VOICE,
-        ActionType.WEBHOOK, ActionType.WAIT, ActionType.WAIT, ActionType.UPDATE_CONTACT,
-        ActionType.ADD_TAG, ActionType.REMOVE_TAG,
+        "send_email", "send_sms", "send_voice", "send_voice", "webhook", "wait", "wait", "update_contact",
+        "add_tag", "remove_tag",
     ]  # fmt: skip
     assert steps[0].config == SendEmailConfig("Hi {{ contact.first_name }}", "Hello", "<p>Hello</p>")
     assert steps[0].label == "Welcome"

@@ -25,7 +25,7 @@ def decision_row(
         "step_index": step.index,
         "step_key": step.key,
         "step_name": step.label,
-        "action_type": step.action_type.value,
+        "action_type": step.action_type,
         "attempt_number": 1,
         "outcome": outcome,
         "started_at": at,

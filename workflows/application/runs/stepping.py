@@ -360,7 +360,7 @@ def settle(
         "step_index": step.index,
         "step_key": step.key,
         "step_name": step.label,
-        "action_type": step.action_type.value,
+        "action_type": step.action_type,
         "attempt_number": attempt_number,
         "outcome": outcome.value,
         "started_at": started_at,

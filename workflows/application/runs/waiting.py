@@ -37,10 +37,9 @@ from jobs.public import JobContext, enqueue
 from workflows.application.definitions import load_version
 from workflows.application.runs.history import decision_row
 from workflows.application.runs.moves import cancel_next_job, enact, holds, run_id
-from workflows.domain.actions import ActionType, WaitForEventConfig
 from workflows.domain.execution import ExecutionStatus, MoveKind, NextMove
 from workflows.domain.logs import bounded_response
-from workflows.domain.waits import WaitOutcome, event_matches, needs_contact, resolve
+from workflows.domain.waits import EventWait, WaitOutcome, event_matches, needs_contact, resolve
 from workflows.domain.workflow import Step
 from workflows.infrastructure.store import RunRow, RunStore
 from workflows.infrastructure.waits import WaitStore
@@ -91,12 +90,12 @@ def wait_timed_out(row: RunRow, step: Step, job: JobContext, now: datetime) -> b
 
 
 def waiting_step(row: RunRow) -> Step | None:
-    """The wait_for_event step the run is on, if it is on one."""
+    """The step waiting for an event the run is on (a wait_for_event step: its config is an EventWait), if any."""
     steps = load_version(row.version_id).definition.steps
     if not 0 <= row.current_step_index < len(steps):
         return None
     step = steps[row.current_step_index]
-    return step if step.action_type is ActionType.WAIT_FOR_EVENT else None
+    return step if isinstance(step.config, EventWait) else None
 
 
 def has_recorded_event(execution_id: UUID) -> bool:
@@ -136,7 +135,7 @@ def _resolve(store: RunStore, row: RunRow, step: Step, job: JobContext, now: dat
     if woken and not holds(row, job, None):
         cancel_next_job(row)  # the timeout's job: it no longer holds the run, and is not needed
     waits.forget(row.id)
-    config = cast(WaitForEventConfig, step.config)
+    config = cast(EventWait, step.config)
     to = step.goto if outcome.happened else step.goto_key(config.on_timeout)
     move = run.event_wait_over(now, outcome.result(), to)
     enact(row, run, move, completing=job)

@@ -577,7 +577,7 @@
     const box = element("div", "relay-preview");
     box.dataset.testid = "preview";
     box.appendChild(element("p", "relay-preview-for", "As " + p.contact_label + " would see it:"));
-    if (p.action_type === "send_email") {
+    if (p.shape === "email") {
       const list = element("dl");
       list.appendChild(element("dt", "", "Subject"));
       const subject = element("dd", "", p.subject);
@@ -597,7 +597,7 @@
       text.setAttribute("data-preview-text", "");
       tabs.appendChild(text);
       box.appendChild(tabs);
-    } else if (p.action_type === "send_sms") {
+    } else if (p.shape === "sms") {
       const bubble = element("div", "relay-sms-bubble", p.sms);
       bubble.setAttribute("data-preview-sms", "");
       box.appendChild(bubble);

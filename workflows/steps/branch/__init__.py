@@ -1,0 +1,1 @@
+"""The `branch` step type: its config, executor, form and sentences (workflows/steps/registry.py)."""

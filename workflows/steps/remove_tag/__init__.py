@@ -1,0 +1,1 @@
+"""The `remove_tag` step type: its config, executor, form and sentences (workflows/steps/registry.py)."""

@@ -1,0 +1,79 @@
+"""Send the email through the account's email channel (integrations), skipped when the contact unsubscribed or
+has no address; tracked when the workflow tracks engagement."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, cast
+
+from django.core.validators import validate_email
+
+from integrations.application import channels
+from integrations.domain.channels import DeliveryResult, EmailMessage
+from integrations.domain.sending import Channel
+from integrations.domain.tracking import EmailTracking
+from workflows.application.actions import ActionResult, StepRun, skip_unsendable
+from workflows.application.engagement import email_tracking_enabled, step_key
+from workflows.application.previews import PreviewRefused, StepPreview, sanitised_html
+from workflows.domain.workflow import Step
+from workflows.infrastructure.templates import renderer
+from workflows.steps.send_email.config import SendEmailConfig
+
+
+class SendEmail:
+    action_type = "send_email"
+    external = True
+
+    def execute(self, run: StepRun) -> ActionResult:
+        if skip := skip_unsendable(run, Channel.EMAIL, "email"):
+            return skip
+        config = cast(SendEmailConfig, run.step.config)
+        subject = " ".join(run.text(config.subject, "subject").split())  # one line, always
+        message = EmailMessage(
+            to=run.contact["email"],
+            subject=subject,
+            text=run.text(config.text, "text"),
+            html=run.html(config.html, "html") if config.html else None,
+            account_id=run.account_id,
+            contact_id=run.contact_id,
+            headers={"X-Relay-Run": str(run.execution_id)},
+            tracking=(
+                EmailTracking(run_id=str(run.execution_id), step_key=step_key(run.step))
+                if email_tracking_enabled(run.workflow_id)
+                else None
+            ),
+        )
+        return ActionResult(channels.email_channel().send_email(message).as_response_data())
+
+    # --- the builder's preview and test send ---------------------------------------------------
+    def render(self, step: Step, label: str, context: Mapping[str, Any]) -> StepPreview:
+        config = cast(SendEmailConfig, step.config)
+        html = renderer.render_html(config.html, context) if config.html else ""
+        return StepPreview(
+            step.action_type,
+            label,
+            shape="email",
+            subject=" ".join(renderer.render_text(config.subject, context).split()),
+            text=renderer.render_text(config.text, context),
+            html=sanitised_html(html) if html else "",
+        )
+
+    def send_test(self, preview: StepPreview, to: str, account_id: int) -> DeliveryResult:
+        try:
+            validate_email(to)
+        except Exception:
+            raise PreviewRefused("Type the email address to send the test to.") from None
+        return channels.email_channel().send_email(
+            EmailMessage(
+                to=to,
+                subject=f"[Test] {preview.subject}",
+                text=preview.text,
+                html=preview.html or None,
+                account_id=account_id,
+                headers={"X-Relay-Test": "1"},
+            )
+        )
+
+
+EXECUTOR = SendEmail()
+PREVIEW = EXECUTOR

@@ -1,0 +1,1 @@
+"""The `update_contact` step type: its config, executor, form and sentences (workflows/steps/registry.py)."""

@@ -1,0 +1,1 @@
+"""The `webhook` step type: its config, executor, form and sentences (workflows/steps/registry.py)."""
