@@ -35,6 +35,11 @@ from integrations.infrastructure.models import SendingSettings
 CHANNELS: dict[str, str] = {"email": "Email", "sms": "SMS", "voice": "Voice calls"}
 DAYS = [("mon", "Mon"), ("tue", "Tue"), ("wed", "Wed"), ("thu", "Thu"), ("fri", "Fri"), ("sat", "Sat"), ("sun", "Sun")]
 PRESET_TITLES = {"us_federal": "US federal", "us_fl": "US, Florida", "fr": "France"}
+PRESET_SOURCES = {
+    "us_federal": "US federal, 47 CFR 64.1200(c)(1)",
+    "us_fl": "US, Florida, Fla. Stat. 501.616(6)(a)",
+    "fr": "France, the SMS marketing code of conduct",
+}
 CAP_ROWS = 5  # rows shown for caps; a layer that stores more keeps them (the rows are then read-only)
 
 INHERIT = ""  # the layer under decides (the account: the built-in default)
@@ -64,10 +69,8 @@ def window_fields(prefix: str, *, label: str, inherit: str) -> dict[str, forms.F
                 *presets,
                 (CUSTOM, "Custom days and hours"),
             ],
-            help_text="When a message may leave, on the contact's own clock. Outside it, a message waits for the "
-            "next opening (it is never dropped). Presets: "
-            + "; ".join(f"{PRESET_TITLES.get(n, n)}: {p.source}" for n, p in PRESETS.items())
-            + ".",
+            help_text="When a message may leave, on the contact's own clock; outside it, the message waits for "
+            "the next opening (it is never dropped). Presets: " + "; ".join(PRESET_SOURCES.values()) + ".",
         ),
         f"{prefix}days": forms.MultipleChoiceField(
             label="Days",
@@ -202,11 +205,7 @@ def caps_fields(prefix: str, *, mode: str | None) -> dict[str, forms.Field]:
             required=False,
             choices=[("all", "all channels together"), *[(c, f"{w} only") for c, w in CHANNELS.items()]],
         )
-        fields[f"{row}transactional"] = forms.BooleanField(
-            label="count transactional messages too",
-            required=False,
-            help_text="Transactional messages are never held back by a cap; ticked, they use up the allowance.",
-        )
+        fields[f"{row}transactional"] = forms.BooleanField(label="count transactional messages too", required=False)
     return fields
 
 
@@ -343,13 +342,23 @@ def _account_fields() -> dict[str, forms.Field]:
             "any time" if channel == "email" else f"{preset_label('us_federal')} (for marketing)"
         )
         fields |= window_fields(f"{channel}_", label=f"{words}: send window", inherit=f"Not set ({default})")
+        if channel != "email":
+            fields[f"{channel}_window"].help_text = ""  # said once, on the first window
     fields |= caps_fields("", mode=None)
     fields["when_capped"] = when_capped_field(inherit=None)
     return fields
 
 
+class SendingMedia:
+    """The script that shows a window's details only when they apply (every field shows without it)."""
+
+    js = ("integrations/sending_forms.js",)
+
+
 class _SendingSettingsForm(forms.ModelForm):
     """An account's send windows (one per channel), its frequency caps and what happens over a cap."""
+
+    Media = SendingMedia
 
     class Meta:
         model = SendingSettings
@@ -422,8 +431,8 @@ def account_fieldsets() -> list[tuple[str, dict[str, Any]]]:
     rows = [tuple(f"cap{i}_{p}" for p in ("max", "every", "unit", "channel", "transactional")) for i in range(CAP_ROWS)]
     caps_help = (
         "At most so many marketing messages per contact in a period, all channels together or one. A message "
-        "over a cap waits until the contact is under it again (or is skipped, if you choose so). Leave a row "
-        "empty for no cap."
+        "over a cap waits until the contact is under it again (or is skipped, if you choose so). Transactional "
+        "messages are never held back by a cap; ticked, they use up the allowance. Leave a row empty for no cap."
     )
     sets.append(("How often a contact may be contacted", {"fields": [*rows, "when_capped"], "description": caps_help}))
     return sets
@@ -479,6 +488,7 @@ def layer_fields(prefix: str, *, channels: bool, under: str) -> dict[str, forms.
             fields |= window_fields(
                 f"{prefix}{channel}_", label=f"{words}: send window", inherit="As above, else as the account says"
             )
+            fields[f"{prefix}{channel}_window"].help_text = ""  # said once, on the first window
     else:
         fields |= window_fields(f"{prefix}all_", label="Send window for this message", inherit=f"As {under} says")
     fields |= caps_fields(prefix, mode=f"As {under} says")

@@ -124,7 +124,7 @@ class SendingSettings(models.Model):
         verbose_name_plural = "sending settings"
 
     def __str__(self) -> str:
-        return f"sending settings of account {self.account_id}"
+        return f"sending settings of {self.account}"
 
     def as_document(self) -> dict[str, object]:
         """The settings as `parse_account_settings` reads them."""

@@ -7,7 +7,14 @@ from typing import Any, cast
 
 from django import forms
 
-from integrations.admin_forms import declare_fields, layer_document, layer_fields, layer_initial, layer_problems
+from integrations.admin_forms import (
+    SendingMedia,
+    declare_fields,
+    layer_document,
+    layer_fields,
+    layer_initial,
+    layer_problems,
+)
 from workflows.admin_forms.conditions import condition_fields, operator_choices
 from workflows.admin_forms.context import BuilderContext
 from workflows.admin_forms.decisions import condition_rows_field
@@ -45,6 +52,8 @@ SENDING = "sr_"  # the prefix of the fields of the workflow's sending overrides 
 
 
 class WorkflowForm(forms.ModelForm):
+    Media = SendingMedia  # the sending overrides' script (integrations.admin_forms)
+
     trigger_type = forms.ChoiceField(
         label="Start this workflow",
         choices=[
