@@ -176,7 +176,7 @@ def _day_names(items: Iterable[Any]) -> list[str]:
 
 
 # --- caps --------------------------------------------------------------------------------------------------
-def caps_fields(prefix: str, *, mode: str | None) -> dict[str, forms.Field]:
+def caps_fields(prefix: str, *, mode: str | None, rows: int = CAP_ROWS) -> dict[str, forms.Field]:
     """CAP_ROWS rows of `<prefix>cap<i>_<field>`; with `mode` (a workflow, a step), first the choice between
     the layer under (`mode` is its words), no caps, or these."""
     fields: dict[str, forms.Field] = {}
@@ -187,7 +187,7 @@ def caps_fields(prefix: str, *, mode: str | None) -> dict[str, forms.Field]:
             choices=[(CAPS_INHERIT, mode), (CAPS_NONE, "No caps"), (CAPS_THESE, "These caps instead")],
             widget=forms.RadioSelect,
         )
-    for i in range(CAP_ROWS):
+    for i in range(rows):
         row = f"{prefix}cap{i}_"
         fields[f"{row}max"] = forms.IntegerField(
             label=f"Cap {i + 1}: at most", required=False, min_value=1, max_value=MAX_CAP_LIMIT
@@ -467,7 +467,7 @@ PURPOSES = [
 ]
 
 
-def layer_fields(prefix: str, *, channels: bool, under: str) -> dict[str, forms.Field]:
+def layer_fields(prefix: str, *, channels: bool, under: str, cap_rows: int = CAP_ROWS) -> dict[str, forms.Field]:
     """The override fields of a workflow (`channels`: a window for all its messages and one per channel, the
     explicit transactional exemption) or of one send step (one window). `under`: what decides when unset."""
     fields: dict[str, forms.Field] = {
@@ -491,7 +491,7 @@ def layer_fields(prefix: str, *, channels: bool, under: str) -> dict[str, forms.
             fields[f"{prefix}{channel}_window"].help_text = ""  # said once, on the first window
     else:
         fields |= window_fields(f"{prefix}all_", label="Send window for this message", inherit=f"As {under} says")
-    fields |= caps_fields(prefix, mode=f"As {under} says")
+    fields |= caps_fields(prefix, mode=f"As {under} says", rows=cap_rows)
     fields[f"{prefix}when_capped"] = when_capped_field(inherit=f"As {under} says")
     return fields
 

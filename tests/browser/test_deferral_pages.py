@@ -103,7 +103,18 @@ def test_a_workflow_keeps_its_sms_to_floridas_window_in_the_builder(page: Page, 
     page.find("input[name=sr_caps][value=none]").click()
     page.driver.execute_script("arguments[0].scrollIntoView()", section)
     page.shot("workflow-sending-overrides")
+    # The step's own: France's window, and one SMS a week at most, on its card.
+    card = page.find("[data-steps] > [data-step]")
+    step_window = Select(card.find_element("css selector", "select[name$='send_sms-sending_all_window']"))
+    step_window.select_by_value("fr")
+    card.find_element("css selector", "input[name$='send_sms-sending_caps'][value=these]").click()
+    card.find_element("css selector", "input[name$='send_sms-sending_cap0_max']").send_keys("1")
+    card.find_element("css selector", "input[name$='send_sms-sending_cap0_every']").send_keys("7")
+    assert not card.find_element("css selector", "input[name$='send_sms-sending_cap1_max']").get_attribute("value")
+    page.driver.execute_script("arguments[0].scrollIntoView()", card)
+    page.shot("send-step-overrides")
     page.find("input[name=_continue]").click()
     page.wait_css(".messagelist")
     workflow.refresh_from_db()
     assert workflow.sending_rules == {"send_windows": {"sms": "us_fl"}, "frequency_caps": []}
+    assert workflow.steps.get().config == {"body": "Hi", "send_window": "fr", "frequency_caps": [{"max": 1, "days": 7}]}

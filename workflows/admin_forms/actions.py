@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo
 
 from django import forms
 
+from workflows.admin_forms.sending import with_sending_overrides
 from workflows.admin_forms.steps import ACCOUNT_TAGS_LIST, StepConfigForm, register_step_form
 from workflows.admin_forms.widgets import KeyValueField, KeyValueWidget, TagInput, TemplateInput, TemplateTextarea
 from workflows.domain.actions import WaitClock, parse_duration
@@ -23,6 +24,7 @@ from workflows.steps.webhook.config import WEBHOOK_METHODS
 
 
 @register_step_form
+@with_sending_overrides
 class SendEmailForm(StepConfigForm):
     action_type = "send_email"
     label = "Send an email"
@@ -64,6 +66,7 @@ class SendEmailForm(StepConfigForm):
 
 
 @register_step_form
+@with_sending_overrides
 class SendSmsForm(StepConfigForm):
     action_type = "send_sms"
     label = "Send an SMS"
@@ -93,6 +96,7 @@ class SendSmsForm(StepConfigForm):
 
 
 @register_step_form
+@with_sending_overrides
 class SendVoiceForm(StepConfigForm):
     action_type = "send_voice"
     label = "Place a voice call"

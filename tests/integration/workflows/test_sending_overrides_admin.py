@@ -96,3 +96,61 @@ def test_the_service_checks_a_workflows_sending_rules_by_path_and_stores_nothing
         "sending_rules.send_window",
     ]
     assert Workflow.objects.get(pk=workflow.pk).sending_rules == {"send_window": "fr"}  # nothing stored
+
+
+def sms_step_in_form_mode(**fields) -> dict:
+    data = {
+        "steps-TOTAL_FORMS": 1,
+        "steps-0-position": 0,
+        "steps-0-name": "Hello",
+        "steps-0-action_type": "send_sms",
+        "steps-0-config_mode": "form",
+        "steps-0-send_sms-body": "Hi",
+        "steps-0-send_sms-sending_caps": "",
+    }
+    return data | {f"steps-0-send_sms-{name}": value for name, value in fields.items()}
+
+
+def test_a_send_step_keeps_its_own_window_and_caps_on_its_card(admin_client, account):
+    data = form_data(account, []) | sms_step_in_form_mode(
+        sending_purpose="transactional",
+        sending_all_window="custom",
+        sending_all_days=["mon", "tue"],
+        sending_all_hours="10:00-11:00",
+        sending_caps="these",
+        sending_cap0_max="1",
+        sending_cap0_every="7",
+        sending_cap0_unit="days",
+        sending_cap0_channel="sms",
+        sending_when_capped="skip",
+    )
+    response = admin_client.post(reverse("admin:workflows_workflow_add"), data)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    (step,) = Workflow.objects.get().steps.all()
+    assert step.config == {
+        "body": "Hi",
+        "purpose": "transactional",
+        "send_window": {"days": ["mon", "tue"], "hours": ["10:00-11:00"]},
+        "frequency_caps": [{"max": 1, "days": 7, "channel": "sms"}],
+        "when_capped": "skip",
+    }
+    page = admin_client.get(reverse("admin:workflows_workflow_change", args=[step.workflow_id])).content.decode()
+    assert 'name="steps-0-send_sms-sending_all_hours" value="10:00-11:00"' in page  # on the card, not as JSON
+    assert 'data-show-if="steps-0-send_sms-sending_all_window=custom"' in page
+
+    bad = form_data(account, [], name="Bad") | sms_step_in_form_mode(
+        sending_all_window="custom", sending_all_days=["mon"], sending_all_hours="10:00"
+    )
+    response = admin_client.post(reverse("admin:workflows_workflow_add"), bad)
+    assert response.status_code == 200
+    form = response.context["inline_admin_formsets"][0].formset.forms[0].config_forms["send_sms"]
+    assert form.errors["sending_all_hours"][0].startswith('Must be hours as "HH:MM-HH:MM"')
+    assert Workflow.objects.count() == 1
+
+
+def test_a_step_that_sets_nothing_keeps_the_workflows_rules(admin_client, account):
+    response = admin_client.post(
+        reverse("admin:workflows_workflow_add"), form_data(account, []) | sms_step_in_form_mode()
+    )
+    assert response.status_code == 302, response.content.decode()[:3000]
+    assert Workflow.objects.get().steps.get().config == {"body": "Hi"}
