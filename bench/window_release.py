@@ -20,7 +20,7 @@ is sent. Every released job asks the door again (window open now: Send) and send
 - bursts: the most sends in any one second and any one minute, against what the spread schedules (the most
   jobs due in any one second and minute; `size / spread` on average).
 
-    .venv/bin/python bench/window_release.py [--size 10000] [--accounts 50] [--spread 60] [--gap 0.05]
+    .venv/bin/python bench/window_release.py [--size 10000] [--accounts 50] [--spread 60] [--gap 1.0]
 
 It creates (and drops, unless --keep-db) the database `h_sendbench_release` (BENCH_PG_URL: the server).
 """
@@ -77,9 +77,9 @@ def create_backlog(size: int, accounts: int, spread: int, lead: float) -> tuple[
             batch_size=5000,
         )
     contacts = list(Contact.objects.filter(account_id__in=ids).values_list("id", "account_id", "email"))
-    # The opening: the first whole minute after the jobs can be written (about 25,000 a second here) plus `lead`.
+    # The opening: the first whole minute after the jobs can be written (about 1,000 a second here) plus `lead`.
     now = clock.now()
-    opening = (now + timedelta(seconds=lead + size / 2000 + 60)).replace(second=0, microsecond=0)
+    opening = (now + timedelta(seconds=lead + size / 1000 + 60)).replace(second=0, microsecond=0)
     if (
         opening.date() != now.date()
         or (opening.replace(hour=0, minute=0) + timedelta(days=1) - opening).seconds < spread
@@ -145,7 +145,7 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=10000, help="deferred sends released at the opening")
     parser.add_argument("--accounts", type=int, default=50)
     parser.add_argument("--spread", type=int, default=60, help="the window's spread, seconds (at most 3,600)")
-    parser.add_argument("--gap", type=float, default=0.05, help="seconds between the other account's jobs")
+    parser.add_argument("--gap", type=float, default=1.0, help="seconds between the other account's jobs")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--keep-db", action="store_true")
     args = parser.parse_args()
