@@ -3,11 +3,11 @@
 
 Each type's executor is in its folder (`workflows/steps/<name>/executor.py`, `EXECUTOR`). Executors carry a
 step out and return its response data, or raise one of the queue's classified errors (kernel.failures) so
-the RetryService can decide what follows. Sending actions reach the outside world only through the channel
-factories of `integrations.application.channels`; contact actions only through the contacts services (so
-their events fire and workflows chain). Config problems were refused when the workflow was saved; what can
-still go wrong here is this run's data (a template that renders an invalid URL, a tag that normalizes to
-nothing): a permanent error.
+the RetryService can decide what follows. Sending actions reach the outside world only through the door
+(`send_through_the_door`: integrations.application.outbound, the sending rules and the ledger); contact
+actions only through the contacts services (so their events fire and workflows chain). Config problems were
+refused when the workflow was saved; what can still go wrong here is this run's data (a template that renders
+an invalid URL, a tag that normalizes to nothing): a permanent error.
 
 Each executor casts `run.step.config` to its own config type: `executor_for` picks it by the step's action
 type, which is what parsed that config.
@@ -25,11 +25,11 @@ from zoneinfo import ZoneInfo
 from accounts.application.selectors import account_time_zone
 from contacts.application.clock import contact_clock
 from contacts.domain.clock import ClockSource
-from contacts.domain.model import ConsentState
-from integrations.domain import sending as sending_rules
-from integrations.domain.sending import Channel, Outbound, Purpose, Refuse, combine
+from integrations.application.outbound import Content, Deferred, Origin, Refused, SmsText, VoiceCall, send_message
+from integrations.domain.channels import EmailMessage
+from integrations.domain.sending import StepSendingRules
 from kernel.failures import ValidationFailure
-from workflows.application.engagement import email_engagement
+from workflows.application.engagement import email_engagement, workflow_sending_rules
 from workflows.domain.actions import WaitClock
 from workflows.domain.conditions import Facts
 from workflows.domain.deferral import Deferral
@@ -53,6 +53,7 @@ class StepRun:
     now: datetime
     renderer: TemplateRenderer
     manual_retries: int = 0  # the run's retries by an operator (Execution.manual_retries)
+    version_id: UUID | None = None  # the published version the run follows
     _contact: dict[str, Any] | None = field(default=None, repr=False)
     # The contact's whole row, read under its lock in this transaction (a batch of steps): update_contact
     # writes from it rather than lock and read it again.
@@ -85,6 +86,24 @@ class StepRun:
                 own_or_phone = contact_clock(contact, account_time_zone=account_time_zone(self.account_id))
             self._contact_time_zone = own_or_phone.time_zone
         return self._contact_time_zone
+
+    @property
+    def message_key(self) -> str:
+        """The ledger's idempotency key of this step's email, SMS or call: the step's message id
+        (`webhook_message_id`), the same on every automatic retry of this visit, new for a new visit or an
+        operator's retry; the email's Message-ID is made from it."""
+        return self.webhook_message_id
+
+    @property
+    def split_path(self) -> str:
+        """The path of the last split the run went through (`<split key>:<path>`), or "": kept on the ledger's
+        rows, so a split's messages can be counted per path."""
+        results = self.step_results()
+        for key in reversed(list(results)):
+            found = results[key]
+            if isinstance(found, dict) and set(found) == {"bucket", "path", "next"}:
+                return f"{key}:{found['path']}"[:100]
+        return ""
 
     @property
     def webhook_message_id(self) -> str:
@@ -184,22 +203,37 @@ class ActionExecutor(Protocol):
     def execute(self, run: StepRun) -> ActionResult: ...
 
 
-def skip_unsendable(run: StepRun, channel: Channel, address: str) -> ActionResult | None:
-    """A sending step is skipped, and the run goes on, when consent forbids it or there is nowhere to send:
-    the sending rules' `consent` and `address` (integrations.domain.sending), asked as marketing (every
-    workflow message is, until the door lets a workflow say otherwise)."""
-    contact = run.contact
-    message = Outbound(
-        channel=channel,
-        purpose=Purpose.MARKETING,
-        key=run.webhook_message_id,
-        address=contact[address] or "",
-        consent=ConsentState(unsubscribed=contact["unsubscribed"], sms_opted_out=contact["sms_opted_out"]),
+def send_through_the_door(run: StepRun, content: Content, sending: StepSendingRules) -> ActionResult:
+    """A send step's message through the door (integrations.application.outbound): the sending rules of the
+    account, the workflow (read now, not frozen in the version) and the step decide; the ledger records it
+    under the step's message key (`message_key`: the same on every attempt, so a retry never sends a sent
+    message again). Sent: its delivery is the step's data. Refused (consent, no address, suppression, a cap
+    set to skip): the step is skipped and the run goes on. Deferred (a send window, a frequency cap): the
+    engine asks the step again at `until`, spending no attempt (workflows.domain.deferral)."""
+    outcome = send_message(
+        key=run.message_key,
+        content=content,
+        account_id=run.account_id,
+        contact_id=run.contact_id,
+        workflow_rules=workflow_sending_rules(run.workflow_id),
+        step_rules=sending,
+        origin=Origin(
+            workflow_id=run.workflow_id,
+            version_id=run.version_id,
+            run_id=run.execution_id,
+            step_key=run.step.key,
+            split_path=run.split_path,
+        ),
     )
-    verdict = combine([sending_rules.consent(message), sending_rules.address(message)])
-    if isinstance(verdict, Refuse):
-        return ActionResult({"skipped": verdict.reason}, skipped=verdict.reason)
-    return None
+    if isinstance(outcome, Refused):
+        return ActionResult({"skipped": outcome.reason, "code": outcome.code}, skipped=outcome.reason)
+    if isinstance(outcome, Deferred):
+        deferral = Deferral.from_verdict(outcome)
+        return ActionResult({"channel": _CHANNEL_OF[type(content)], **deferral.log_data()}, deferred=deferral)
+    return ActionResult(outcome.result.as_response_data())
+
+
+_CHANNEL_OF: dict[type, str] = {EmailMessage: "email", SmsText: "sms", VoiceCall: "voice"}
 
 
 _ENGAGED = ("opened", "clicked", "links")

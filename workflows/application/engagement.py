@@ -35,6 +35,13 @@ def email_tracking_enabled(workflow_id: int) -> bool:
     return bool(account_default if own is None else own)
 
 
+def workflow_sending_rules(workflow_id: int) -> dict[str, Any]:
+    """The workflow's overrides of the account's send windows and caps (Workflow.sending_rules), read when a
+    message is sent, like tracking: a marketer who tightens quiet hours expects the next message to obey."""
+    found = Workflow.objects.filter(pk=workflow_id).values_list("sending_rules", flat=True).first()
+    return dict(found) if isinstance(found, dict) else {}
+
+
 def email_engagement(*, run_id: str, contact_id: int) -> dict[str, dict[str, Any]]:
     """What the run's emails came to, by step key: `{"welcome": {"opened": True, "clicked": True, "links": [...]}}`.
 

@@ -1,13 +1,15 @@
-"""See a step as a contact would, and send it once to a test address: no run starts, nothing is recorded.
+"""See a step as a contact would, and send it once to a test address: no run starts.
 
 The step's config is checked by the same rules as a save (`parse_steps`), its templates are rendered with
-the chosen contact's data as a run would render them, and a test goes out through the real channel
-(`integrations.application.channels`), to the address or number the marketer typed, not to the contact.
+the chosen contact's data as a run would render them, and a test goes out through the door
+(`send_test_message`: purpose `test`, so no sending rule applies, and one row of the ledger), to the address
+or number the marketer typed, not to the contact.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
@@ -16,7 +18,9 @@ import nh3
 
 from contacts.application.selectors import contact_row
 from contacts.domain.model import normalize_phone
+from integrations.application.outbound import Content, Origin, Sent, send_message
 from integrations.domain.channels import DeliveryResult
+from integrations.domain.sending import Purpose
 from workflows.application.definitions import validation_context
 from workflows.domain.errors import WorkflowValidationError
 from workflows.domain.templates import TemplateError, template_context
@@ -68,8 +72,10 @@ class StepPreviewer(Protocol):
         """The step as the contact would see it (templates rendered with `context`)."""
         ...
 
-    def send_test(self, preview: StepPreview, to: str, account_id: int) -> DeliveryResult:
-        """Send `preview` once to `to` through the real channel (PreviewRefused when `to` is no address)."""
+    def send_test(
+        self, preview: StepPreview, to: str, account_id: int, workflow_id: int | None = None
+    ) -> DeliveryResult:
+        """Send `preview` once to `to` through the door as a test (PreviewRefused when `to` is no address)."""
         ...
 
 
@@ -176,7 +182,26 @@ def step_send_test(
         raise PreviewRefused(preview.problems[0])
     previewer = previewer_for(action_type)
     assert previewer is not None  # a preview without problems has one
-    return previewer.send_test(preview, (to or "").strip(), account_id)
+    workflow_id = (workflow or {}).get("id")
+    return previewer.send_test(
+        preview, (to or "").strip(), account_id, workflow_id if isinstance(workflow_id, int) else None
+    )
+
+
+def send_test_message(content: Content, *, account_id: int, workflow_id: int | None) -> DeliveryResult:
+    """A test send through the door: purpose `test`, so no rule applies (the marketer typed the address), and
+    still a row of the ledger (each click is a new message: its own key). To the typed address, never to the
+    contact whose data filled it in."""
+    outcome = send_message(
+        key=f"test_{uuid.uuid4().hex}",
+        content=content,
+        account_id=account_id,
+        purpose=Purpose.TEST,
+        origin=Origin(workflow_id=workflow_id),
+    )
+    if not isinstance(outcome, Sent):  # a test is never deferred or refused by the rules; only no address is
+        raise PreviewRefused(outcome.reason)
+    return outcome.result
 
 
 def phone_for_test(to: str) -> str:

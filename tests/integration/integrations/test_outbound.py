@@ -387,3 +387,29 @@ def test_deferred_until_is_utc(smtp, account):
     assert isinstance(outcome, Deferred)
     assert outcome.until.utcoffset() == timedelta(0)
     assert outcome.seconds_after(datetime.now(UTC)) > 0
+
+
+def test_a_capped_send_costs_one_ledger_statement_to_check_and_record_and_one_to_say_sent(smtp, account):
+    """The measured budget: the cap check is the insert (no read-then-write of the ledger), and the whole
+    door is a handful of indexed statements: the account's settings, the contact's locked row, the database's
+    now (PostgreSQL), the ledger's insert-and-check, and its update once the provider accepted."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    sending_settings_set(account_id=account.pk, frequency_caps=[{"max": 3, "days": 1}, {"max": 2, "hours": 1}])
+    contact = ContactFactory(account=account, time_zone="Europe/Paris")
+    with CaptureQueriesContext(connection) as queries:
+        outcome = send_message(key="q1", content=email(contact.email), account_id=account.pk, contact_id=contact.pk)
+    assert isinstance(outcome, Sent)
+    statements = [
+        q["sql"]
+        for q in queries.captured_queries
+        if not q["sql"].upper().startswith(("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE"))
+    ]
+    ledger = [sql for sql in statements if "integrations_outbound_message" in sql]
+    assert len(ledger) == 2, ledger
+    assert ledger[0].startswith("INSERT")
+    assert ledger[0].count("count(*)") == 2
+    assert ledger[1].startswith("UPDATE")
+    # The settings, the locked contact, [the database's now,] the insert-and-check, the update to sent.
+    assert len(statements) == (5 if connection.vendor == "postgresql" else 4), statements

@@ -22,11 +22,7 @@ ADAPTERS = {
 DOOR = "integrations/application/outbound.py"
 FACTORY_HOME = "integrations/application/channels.py"  # where the factories build the adapters
 # Not through the door yet: each comes off this list as it is wired (docs/decisions/the-door-and-the-ledger.md).
-NOT_YET: set[str] = {
-    "workflows/steps/send_email/executor.py",  # the steps' sends and the builder's test sends (issue 22: each
-    "workflows/steps/send_sms/executor.py",  # step type's executor is in its folder)
-    "workflows/steps/send_voice/executor.py",
-}
+NOT_YET: set[str] = set()
 
 
 def project_modules() -> list[Path]:

@@ -201,6 +201,7 @@ def step_run(row: RunRow, contact: dict[str, Any], version: LoadedVersion, step:
         now=now,
         renderer=renderer,
         manual_retries=row.manual_retries,
+        version_id=version.id,
         _contact=contact,
     )
 

@@ -1,5 +1,6 @@
-"""Send the email through the account's email channel (integrations), skipped when the contact unsubscribed or
-has no address; tracked when the workflow tracks engagement."""
+"""Send the email through the door (integrations.application.outbound: the sending rules, the ledger), skipped
+when the contact unsubscribed or has no address, deferred by a send window or a frequency cap; tracked when the
+workflow tracks engagement."""
 
 from __future__ import annotations
 
@@ -8,13 +9,11 @@ from typing import Any, cast
 
 from django.core.validators import validate_email
 
-from integrations.application import channels
 from integrations.domain.channels import DeliveryResult, EmailMessage
-from integrations.domain.sending import Channel
 from integrations.domain.tracking import EmailTracking
-from workflows.application.actions import ActionResult, StepRun, skip_unsendable
+from workflows.application.actions import ActionResult, StepRun, send_through_the_door
 from workflows.application.engagement import email_tracking_enabled, step_key
-from workflows.application.previews import PreviewRefused, StepPreview, sanitised_html
+from workflows.application.previews import PreviewRefused, StepPreview, sanitised_html, send_test_message
 from workflows.domain.workflow import Step
 from workflows.infrastructure.templates import renderer
 from workflows.steps.send_email.config import SendEmailConfig
@@ -25,12 +24,10 @@ class SendEmail:
     external = True
 
     def execute(self, run: StepRun) -> ActionResult:
-        if skip := skip_unsendable(run, Channel.EMAIL, "email"):
-            return skip
         config = cast(SendEmailConfig, run.step.config)
         subject = " ".join(run.text(config.subject, "subject").split())  # one line, always
         message = EmailMessage(
-            to=run.contact["email"],
+            to=run.contact["email"] or "",
             subject=subject,
             text=run.text(config.text, "text"),
             html=run.html(config.html, "html") if config.html else None,
@@ -43,7 +40,7 @@ class SendEmail:
                 else None
             ),
         )
-        return ActionResult(channels.email_channel().send_email(message).as_response_data())
+        return send_through_the_door(run, message, config.sending)
 
     # --- the builder's preview and test send ---------------------------------------------------
     def render(self, step: Step, label: str, context: Mapping[str, Any]) -> StepPreview:
@@ -58,21 +55,21 @@ class SendEmail:
             html=sanitised_html(html) if html else "",
         )
 
-    def send_test(self, preview: StepPreview, to: str, account_id: int) -> DeliveryResult:
+    def send_test(
+        self, preview: StepPreview, to: str, account_id: int, workflow_id: int | None = None
+    ) -> DeliveryResult:
         try:
             validate_email(to)
         except Exception:
             raise PreviewRefused("Type the email address to send the test to.") from None
-        return channels.email_channel().send_email(
-            EmailMessage(
-                to=to,
-                subject=f"[Test] {preview.subject}",
-                text=preview.text,
-                html=preview.html or None,
-                account_id=account_id,
-                headers={"X-Relay-Test": "1"},
-            )
+        message = EmailMessage(
+            to=to,
+            subject=f"[Test] {preview.subject}",
+            text=preview.text,
+            html=preview.html or None,
+            headers={"X-Relay-Test": "1"},
         )
+        return send_test_message(message, account_id=account_id, workflow_id=workflow_id)
 
 
 EXECUTOR = SendEmail()
