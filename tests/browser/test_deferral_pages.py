@@ -16,7 +16,6 @@ from tests.browser.test_builder_pages import marketer_account  # noqa: F401 - a 
 from tests.browser.test_marketer_scenario import log_in
 from tests.integration.workflows.support import make_workflow, run_due_jobs
 from tests.integration.workflows.test_deferred_steps import closed_window
-from tests.support.deferring import install_windowed_sms
 from workflows.application.runs.starting import start_run
 from workflows.infrastructure.models import ExecutionLog
 
@@ -38,8 +37,7 @@ def set_sms_window_on_the_settings_page(page: Page, account, window: dict) -> No
     page.wait_css(".messagelist")
 
 
-def test_a_deferred_sms_shows_in_the_run_timeline_and_on_the_contacts_page(page: Page, marketer_account, monkeypatch):  # noqa: F811
-    install_windowed_sms(monkeypatch)
+def test_a_deferred_sms_shows_in_the_run_timeline_and_on_the_contacts_page(page: Page, marketer_account):  # noqa: F811
     window, opens = closed_window(timezone.now())
     log_in(page, "mia")
 

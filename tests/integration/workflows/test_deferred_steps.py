@@ -2,7 +2,7 @@
 when the window opens; logged with the outcome "deferred" and the rule's reason; not an attempt, not a visit;
 then sent at the opening. Goals, cancels and pauses reach a deferred run. Statistics count deferrals apart.
 
-The SMS step asks the real sending rules on the contact's clock (`tests.support.deferring`); jobs run in this
+The SMS step goes through the door (the sending rules on the contact's clock, the ledger); jobs run in this
 thread through `run_due_jobs`, exactly as a worker runs them.
 """
 
@@ -15,9 +15,9 @@ from django.utils import timezone
 
 from contacts.application.services import contact_add_tag
 from integrations.application.sending_rules import sending_settings_set
+from integrations.infrastructure.models import OutboundMessage
 from jobs.infrastructure.models import Job
 from tests.integration.workflows.support import log_rows, make_due, make_workflow, run_due_jobs
-from tests.support.deferring import WindowedSms, install_windowed_sms
 from workflows.application.runs.operating import cancel_run, pause_run, resume_run
 from workflows.application.runs.starting import start_run
 from workflows.application.selectors import run_timeline
@@ -44,9 +44,9 @@ def closed_window(now: datetime) -> tuple[dict, datetime]:
     return {"days": ["mon-sun"], "hours": [f"{opens.hour:02d}:00-{end}"], "spread": 0}, opens
 
 
-@pytest.fixture
-def windowed_sms(monkeypatch) -> type[WindowedSms]:
-    return install_windowed_sms(monkeypatch)
+def sms_ledger(run) -> list[str]:
+    """The statuses of the run's SMS in the ledger (one row per message: its key is the step's visit)."""
+    return list(OutboundMessage.objects.filter(run_id=run.pk).order_by("id").values_list("status", flat=True))
 
 
 @pytest.fixture
@@ -75,7 +75,7 @@ def open_the_window(account) -> None:
     sending_settings_set(account_id=account.pk, send_windows={"sms": None})
 
 
-def test_a_closed_window_defers_the_step_and_the_run_waits_for_its_opening(account, paris_contact, windowed_sms):
+def test_a_closed_window_defers_the_step_and_the_run_waits_for_its_opening(account, paris_contact):
     workflow, run, opens = deferred_run(account, paris_contact)
 
     assert (run.status, run.current_step_key, run.retry_count) == ("queued", "hello", 0)
@@ -97,8 +97,9 @@ def test_a_closed_window_defers_the_step_and_the_run_waits_for_its_opening(accou
     assert [(s.key, s.state) for s in timeline] == [("hello", "deferred"), ("after", "to come")]
     assert timeline[0].deferred == row.response_data["reason"]
 
+    assert sms_ledger(run) == ["deferred"]  # the door's row: held back, not sent
     run_due_jobs()  # nothing is due before the opening
-    assert windowed_sms.asked == 1
+    assert len(log_rows(run)) == 1
 
     open_the_window(account)  # the opening comes (its job made due): the step is asked again, and sends
     make_due(run.next_job_id)
@@ -111,12 +112,13 @@ def test_a_closed_window_defers_the_step_and_the_run_waits_for_its_opening(accou
         (1, "add_tag", 1, "succeeded"),
     ]
     assert run_path(run.context, run.current_step_index, run.step_count, run.current_step_key) == ["hello", "after"]
+    assert sms_ledger(run) == ["sent"]  # the same message (its key), now gone
     (hello, after) = workflow_step_counts(workflow_id=workflow.pk, since=timezone.now() - timedelta(hours=1))
     assert (hello.passed, hello.deferred, hello.retried, hello.failed) == (1, 1, 0, 0)
     assert (after.passed, after.deferred) == (1, 0)
 
 
-def test_deferrals_never_use_up_a_steps_attempts(account, paris_contact, windowed_sms):
+def test_deferrals_never_use_up_a_steps_attempts(account, paris_contact):
     """A step of one attempt, deferred three times, still sends: deferrals are not attempts."""
     steps = [{**STEPS[0], "config": {**STEPS[0]["config"], "max_attempts": 1}}]
     window, _opens = closed_window(timezone.now())
@@ -133,7 +135,7 @@ def test_deferrals_never_use_up_a_steps_attempts(account, paris_contact, windowe
     assert log_rows(run) == [(0, "send_sms", 1, "deferred")] * 3 + [(0, "send_sms", 1, "succeeded")]
 
 
-def test_a_goal_met_ends_a_deferred_run_and_its_step_never_sends(account, paris_contact, windowed_sms):
+def test_a_goal_met_ends_a_deferred_run_and_its_step_never_sends(account, paris_contact):
     _workflow, run, _opens = deferred_run(account, paris_contact, goals=[BOUGHT])
     assert run.status == "queued"
     waiting = run.next_job_id
@@ -144,11 +146,11 @@ def test_a_goal_met_ends_a_deferred_run_and_its_step_never_sends(account, paris_
     assert Job.objects.get(pk=waiting).status == "cancelled"  # the step's job due at the opening
     open_the_window(account)
     run_due_jobs()
-    assert windowed_sms.asked == 1
     assert [row[3] for row in log_rows(run)] == ["deferred", "skipped"]  # the goal's row, at the deferred step
+    assert sms_ledger(run) == ["deferred"]  # never sent
 
 
-def test_cancelling_a_deferred_run_cancels_its_job(account, paris_contact, windowed_sms):
+def test_cancelling_a_deferred_run_cancels_its_job(account, paris_contact):
     _workflow, run, _opens = deferred_run(account, paris_contact)
     waiting = run.next_job_id
     run = cancel_run(execution_id=run.pk)
@@ -158,11 +160,11 @@ def test_cancelling_a_deferred_run_cancels_its_job(account, paris_contact, windo
     make_due(waiting)
     Job.objects.filter(pk=waiting).update(status="pending")  # even one that escaped the cancel does nothing
     run_due_jobs()
-    assert windowed_sms.asked == 1
     assert [row[3] for row in log_rows(run)] == ["deferred"]
+    assert sms_ledger(run) == ["deferred"]  # never sent
 
 
-def test_a_paused_deferred_run_resumes_to_wait_for_the_same_opening(account, paris_contact, windowed_sms):
+def test_a_paused_deferred_run_resumes_to_wait_for_the_same_opening(account, paris_contact):
     _workflow, run, opens = deferred_run(account, paris_contact)
     waiting = run.next_job_id
     pause_run(execution_id=run.pk)
@@ -173,9 +175,7 @@ def test_a_paused_deferred_run_resumes_to_wait_for_the_same_opening(account, par
     assert Job.objects.get(pk=run.next_job_id).run_at == opens  # a new job, due at the same opening
 
 
-def test_the_runs_page_and_the_statistics_say_it_in_plain_words(
-    client, superuser, account, paris_contact, windowed_sms
-):
+def test_the_runs_page_and_the_statistics_say_it_in_plain_words(client, superuser, account, paris_contact):
     workflow, run, _opens = deferred_run(account, paris_contact)
     reason = ExecutionLog.objects.get(execution=run).response_data["reason"]
     client.force_login(superuser)
@@ -189,9 +189,7 @@ def test_the_runs_page_and_the_statistics_say_it_in_plain_words(
     assert '<td data-testid="step-deferred">1</td>' in stats
 
 
-def test_the_contacts_page_lists_its_sends_waiting_in_plain_words(
-    client, superuser, account, paris_contact, windowed_sms
-):
+def test_the_contacts_page_lists_its_sends_waiting_in_plain_words(client, superuser, account, paris_contact):
     """The run's deferred step (with its workflow), and an email job the door deferred (from the ledger)."""
     from jobs.application.queue import enqueue
     from jobs.application.worker import Worker
