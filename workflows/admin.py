@@ -35,8 +35,6 @@ from integrations.admin_forms import layer_fieldsets
 from jobs.public.admin import jobs_shown_to
 from jobs.public.operations import jobs_carrying
 from kernel.failures import JobError
-from workflows.admin_forms import actions as _step_forms  # noqa: F401 - registers today's step forms
-from workflows.admin_forms import decisions as _decision_forms  # noqa: F401 - registers the deciding steps' forms
 from workflows.admin_forms.context import BuilderContext, StepRef, builder_context
 from workflows.admin_forms.steps import ACCOUNT_TAGS_LIST, STEP_FORMS, StepForm, StepFormSet, step_palette
 from workflows.admin_forms.summary import decision_words, step_lines, waiting_words
@@ -348,7 +346,12 @@ class WorkflowAdmin(AccountScopedAdmin):
                 "accountId": builder.account_id,
                 "workflowId": obj.pk if obj is not None else None,
                 "stepKinds": {
-                    key: {"label": form.label, "decides": form.decides, "nextLabel": form.next_label}
+                    key: {
+                        "label": form.label,
+                        "decides": form.decides,
+                        "nextLabel": form.next_label,
+                        "results": form.result_fields,  # [suffix, words, yes/no]: what later conditions may read
+                    }
                     for key, form in STEP_FORMS.items()
                 },
             },
@@ -361,9 +364,7 @@ class WorkflowAdmin(AccountScopedAdmin):
             readonly_steps=[
                 {
                     "name": step.name,
-                    "kind": STEP_FORMS[step.action_type].label
-                    if step.action_type in STEP_FORMS
-                    else step.get_action_type_display(),
+                    "kind": STEP_FORMS[step.action_type].label if step.action_type in STEP_FORMS else step.action_type,
                     "lines": step_lines(step.action_type, shown_step(step.as_dict())["config"]),
                 }
                 for step in (obj.steps.order_by("position", "id") if obj is not None and obj.pk else [])
@@ -835,7 +836,9 @@ class WorkflowExecutionAdmin(AccountScopedAdmin):
             # A run waiting for an event: what, and until when (the wait's row; absent for a time wait).
             event_wait = getattr(execution, "event_wait", None) if execution.status == "waiting" else None
             if event_wait is not None:
-                extra["waiting_for"] = waiting_words(event_wait.event, event_wait.match)
+                on = execution.version.steps[execution.current_step_index : execution.current_step_index + 1]
+                kind = on[0].get("action_type", "") if on else ""
+                extra["waiting_for"] = waiting_words(kind, event_wait.event, event_wait.match)
                 extra["waiting_until"] = event_wait.timeout_at
             steps = execution.version.steps
             for step in timeline:

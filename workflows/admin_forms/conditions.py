@@ -44,27 +44,29 @@ def operator_choices(ops: Iterable[str] | None = None) -> list[tuple[str, str, s
     return [(op, label, kind) for op, (label, kind) in OPERATORS.items() if wanted is None or op in wanted]
 
 
+def _result_fields(action_type: str) -> tuple[tuple[str, str, bool], ...]:
+    from workflows.admin_forms.steps import STEP_FORMS  # the forms import this module
+
+    return STEP_FORMS[action_type].result_fields if action_type in STEP_FORMS else ()
+
+
 def step_result_fields(step: StepRef) -> list[tuple[str, str]]:
-    """What an earlier step's result offers to a condition (CONTRACT: `steps.<key>.<path>`)."""
+    """What an earlier step's result offers to a condition (CONTRACT: `steps.<key>.<path>`): its type's form says."""
     base = f"steps.{step.key}"
-    name = step.label
-    if step.action_type == "send_email":
-        return [(f"{base}.opened", f"{name}: was opened"), (f"{base}.clicked", f"{name}: a link was clicked")]
-    if step.action_type == "webhook":
-        return [
-            (f"{base}.status_code", f"{name}: response status"),
-            (f"{base}.body.", f"{name}: answer field…"),
-        ]
-    if step.action_type in ("send_sms", "send_voice"):
-        return [(f"{base}.status", f"{name}: delivery status")]
-    return []
+    return [(f"{base}{suffix}", f"{step.label}: {words}") for suffix, words, _ in _result_fields(step.action_type)]
 
 
-BOOLEAN_RESULTS = (".opened", ".clicked")
+def boolean_results() -> tuple[str, ...]:
+    """The suffixes of step results that are yes or no (`.opened`, `.clicked`), from every step type's form."""
+    from workflows.admin_forms.steps import STEP_FORMS
+
+    return tuple(
+        dict.fromkeys(suffix for form in STEP_FORMS.values() for suffix, _, yes_no in form.result_fields if yes_no)
+    )
 
 
 def is_boolean_field(field: str) -> bool:
-    return field in dict(CONSENT_FIELDS) or (field.startswith("steps.") and field.endswith(BOOLEAN_RESULTS))
+    return field in dict(CONSENT_FIELDS) or (field.startswith("steps.") and field.endswith(boolean_results()))
 
 
 def condition_fields(

@@ -1,7 +1,7 @@
-"""A step in the builder: one form per action type (a registry), inside one inline form per step.
+"""A step in the builder: one form per step type (each type's folder has it), inside one inline form per step.
 
 `StepForm` is the inline's form for a `WorkflowStep`: its position, name and action type, and one config
-form per registered action type (`STEP_FORMS`); the page shows the config form of the chosen type. A
+form per step type of the registry (`STEP_FORMS`); the page shows the config form of the chosen type. A
 config the forms cannot show (a setting they do not offer) opens in the advanced JSON view instead, so
 nothing is ever lost. `StepFormSet` checks the steps together with the domain's rules and puts each error
 next to the field it names, for every step at once.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar, cast
 
 from django import forms
@@ -23,11 +23,11 @@ from workflows.admin_forms.paths import STEP_KEY, StepChoiceField
 from workflows.application.definitions import validation_context
 from workflows.domain.actions import MAX_ATTEMPTS_LIMIT, MAX_BASE_DELAY
 from workflows.domain.errors import WorkflowValidationError
-from workflows.domain.step_types import step_type_names
 from workflows.domain.templates import custom_field_warning
 from workflows.domain.workflow import parse_steps
 from workflows.infrastructure.models import WorkflowStep
 from workflows.infrastructure.templates import renderer
+from workflows.steps import registry
 
 ACCOUNT_TAGS_LIST = "relay-account-tags"  # the builder page's one datalist of the account's tags
 STEP_PATH = re.compile(r"steps\[(\d+)\](?:\.(\w+))?(?:\.(.*))?")
@@ -44,7 +44,12 @@ class StepConfigForm(forms.Form):
     # config key -> the field its errors go to (the first part of an error's path after `config.`)
     keys: ClassVar[dict[str, str]] = {}
     retries: ClassVar[bool] = False  # offer "try up to N times" (actions that reach the outside world)
-    previewable: ClassVar[bool] = False  # offer a preview and a test send
+    previewable: ClassVar[bool] = False  # offer a preview and a test send (its executor module has a PREVIEW)
+    test_to_placeholder: ClassVar[str] = ""  # the test send's address field, e.g. you@example.com
+    # What its result offers a later condition (CONTRACT `steps.<key><suffix>`): (suffix, words, yes or no).
+    # A suffix ending in "." takes a path the marketer types after it (`.body.` -> steps.api.body.plan).
+    result_fields: ClassVar[tuple[tuple[str, str, bool], ...]] = ()
+    tracks_engagement: ClassVar[bool] = False  # its messages' opens and clicks are events a wait may name it in
     # field -> (other field, value): the field shows only while the other field has that value ("a|b": either)
     show_if: dict[str, tuple[str, str]] = {}  # a form may set its own in setup() (choices known then)
     # a step that decides where the run goes carries its paths in its config: it has no "next step" of its own
@@ -193,25 +198,34 @@ def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:] if text else text
 
 
-STEP_FORMS: dict[str, type[StepConfigForm]] = {}
+class _StepForms(Mapping[str, type[StepConfigForm]]):
+    """The builder's form of each step type, by name: each type's `workflows/steps/<name>/form.py` (`FORM`), in the
+    registry's order, loaded when first asked (the forms import this module)."""
+
+    def __getitem__(self, name: str) -> type[StepConfigForm]:
+        return cast(type[StepConfigForm], registry.load(name, "form").FORM)  # a KeyError for no step type
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(registry.STEP_TYPES)
+
+    def __len__(self) -> int:
+        return len(registry.STEP_TYPES)
+
+    def __contains__(self, name: object) -> bool:
+        return name in registry.STEP_TYPES
 
 
-def register_step_form(form: type[StepConfigForm]) -> type[StepConfigForm]:
-    """Make `form` the builder's form for its action type (a class decorator)."""
-    STEP_FORMS[form.action_type] = form
-    return form
+STEP_FORMS: Mapping[str, type[StepConfigForm]] = _StepForms()
 
 
-def offered_forms() -> dict[str, type[StepConfigForm]]:
-    """The forms of the actions the engine runs (a form registered ahead of its action type waits for it)."""
-    known = set(step_type_names())
-    return {key: form for key, form in STEP_FORMS.items() if key in known}
+def step_forms() -> Mapping[str, type[StepConfigForm]]:
+    return STEP_FORMS
 
 
 def step_palette() -> list[dict[str, Any]]:
     """The "add a step" choices, grouped as the registry's forms say."""
     groups: dict[str, list[dict[str, str]]] = {}
-    for action_type, form in offered_forms().items():
+    for action_type, form in STEP_FORMS.items():
         groups.setdefault(form.group, []).append(
             {"action_type": action_type, "label": form.label, "description": form.description}
         )
@@ -258,7 +272,7 @@ class StepForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         self.builder = builder or BuilderContext()
         cast(forms.ChoiceField, self.fields["action_type"]).choices = [("", "— choose an action —")] + [
-            (key, form.label) for key, form in offered_forms().items()
+            (key, form.label) for key, form in STEP_FORMS.items()
         ]
         stored = dict(self.instance.config or {}) if self.instance.pk else {}
         stored_type = self.instance.action_type if self.instance.pk else ""
@@ -281,7 +295,7 @@ class StepForm(forms.ModelForm):
                 initial=initial_by_type.get(key, {}),
                 builder=self.builder,
             )
-            for key, form_class in offered_forms().items()
+            for key, form_class in STEP_FORMS.items()
         }
         self.warnings: list[str] = []
 

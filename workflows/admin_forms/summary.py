@@ -1,13 +1,16 @@
-"""A step in plain lines, for whoever may only look at a workflow (its webhook credentials already hidden)."""
+"""A step in plain lines, for whoever may only look at a workflow (its webhook credentials already hidden), and a
+run's decisions in sentences: each step type's words are in its folder (`sentences.py`), asked by name here."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from workflows.domain.actions import parse_duration
+from workflows.steps import registry
 
 _UNITS = [("week", 7 * 86400), ("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1)]
 
@@ -23,48 +26,40 @@ def duration_words(value: Any) -> str:
     return f"{seconds:g} seconds"
 
 
+@dataclass(frozen=True)
+class StepSentences:
+    """What a step type says in words: each type's `workflows/steps/<name>/sentences.py` (`SENTENCES`)."""
+
+    # What the step does, as (label, value) lines, from its config as a response shows it (credentials hidden).
+    lines: Callable[[dict[str, Any]], list[tuple[str, str]]]
+    # A log row's decision of each kind its executor makes (CONTRACT: `ExecutionLog.decision`), in a sentence.
+    decisions: Mapping[str, Callable[[Mapping[str, Any]], str]] = field(default_factory=dict)
+    # What a run waiting on this step for an event waits for (its event and match), for a step that waits so.
+    waiting: Callable[[str, Mapping[str, Any]], str] | None = None
+
+
+def sentences_for(action_type: str) -> StepSentences | None:
+    """The step type's sentences, or None for a name that is no step type (an old or foreign row)."""
+    if action_type not in registry.STEP_TYPES:
+        return None
+    return cast(StepSentences, registry.load(action_type, "sentences").SENTENCES)
+
+
 def step_lines(action_type: str, config: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(label, value) lines saying what the step does."""
     c = dict(config)
-    lines: list[tuple[str, str]] = []
-    if action_type == "send_email":
-        lines = [("Subject", c.get("subject", "")), ("Message", c.get("text", ""))]
-        if c.get("html"):
-            lines.append(("HTML version", "yes"))
-    elif action_type == "send_sms":
-        lines = [("Message", c.get("body", ""))]
-    elif action_type == "send_voice":
-        lines = [("Reads", c["message"])] if c.get("message") else [("Plays", c.get("recording_url", ""))]
-    elif action_type == "webhook":
-        lines = [("Request", f"{c.get('method', 'POST')} {c.get('url', '')}")]
-        for name, value in (c.get("headers") or {}).items():
-            lines.append((f"Header {name}", str(value)))
-        if c.get("body") is not None:
-            lines.append(("Body", json.dumps(c["body"], ensure_ascii=False)))
-    elif action_type == "wait":
-        lines = [("Until", c["until"])] if c.get("until") else [("For", duration_words(c.get("duration")))]
-    elif action_type == "update_contact":
-        lines = [(f"Set {k}", str(v)) for k, v in (c.get("fields") or {}).items()]
-        lines += [
-            (f"Set custom field {k}", json.dumps(v, ensure_ascii=False))
-            for k, v in (c.get("custom_fields") or {}).items()
-        ]
-    elif action_type in ("add_tag", "remove_tag"):
-        lines = [("Tag", c.get("tag", ""))]
-    elif action_type in ("branch", "split", "wait_for_event", "end"):
-        lines = decision_lines(action_type, c)
-    else:
-        lines = [("Settings", json.dumps(c, ensure_ascii=False))]
+    sentences = sentences_for(action_type)
+    lines = sentences.lines(c) if sentences is not None else [("Settings", json.dumps(c, ensure_ascii=False))]
     if c.get("max_attempts"):
         lines.append(("If it fails", f"try up to {c['max_attempts']} times"))
     return lines
 
 
-def _target(key: Any) -> str:
+def target_words(key: Any) -> str:
     return "the end of the run" if key == "$end" else f"“{key}”"
 
 
-def _conditions_words(conditions: Any) -> str:
+def conditions_words(conditions: Any) -> str:
     from workflows.admin_forms.conditions import OPERATORS
 
     parts = []
@@ -77,36 +72,10 @@ def _conditions_words(conditions: Any) -> str:
     return " and ".join(parts) or "always"
 
 
-def decision_lines(action_type: str, config: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The lines of the steps that decide: each path, its conditions and where it leads."""
-    c = dict(config)
-    if action_type == "branch":
-        lines = [
-            (
-                f"If {b.get('name') or f'branch {n}'}",
-                f"{_conditions_words(b.get('conditions'))} → {_target(b.get('next'))}",
-            )
-            for n, b in enumerate(c.get("branches") or [], start=1)
-            if isinstance(b, Mapping)
-        ]
-        return [*lines, ("Otherwise", f"→ {_target(c.get('default'))}")]
-    if action_type == "split":
-        return [
-            (f"Path {p.get('name')}", f"{p.get('weight')}% → {_target(p.get('next'))}")
-            for p in c.get("paths") or []
-            if isinstance(p, Mapping)
-        ]
-    if action_type == "wait_for_event":
-        match = c.get("match") or {}
-        detail = ", ".join(f"{k} {json.dumps(v, ensure_ascii=False)}" for k, v in match.items()) if match else ""
-        return [
-            ("Waits for", f"{c.get('event')}" + (f" ({detail})" if detail else "")),
-            ("At most", duration_words(c.get("timeout"))),
-            ("If it does not happen", f"→ {_target(c.get('on_timeout'))}"),
-        ]
-    if action_type == "end":
-        return [("Ends", "the run completes here")]
-    return []
+def then_words(decision: Mapping[str, Any]) -> str:
+    """Where a decision sent the run, as its sentence ends: " → “key”", or nothing."""
+    nxt = decision.get("next")
+    return f" → {target_words(nxt)}" if nxt else ""
 
 
 def _moment(value: Any) -> str:
@@ -120,29 +89,25 @@ def _moment(value: Any) -> str:
     return moment.strftime("%-d %b %Y, %H:%M:%S") + (" UTC" if moment.utcoffset() == timedelta(0) else "")
 
 
-def waiting_words(event: str, match: Mapping[str, Any]) -> str:
-    """What a run waiting in a wait for an event waits for, in words (the event's label, then its match)."""
-    from workflows.admin_forms.decisions import EVENT_WORDS
-
-    said = EVENT_WORDS.get(event, f"the event {event}")
+def waiting_words(action_type: str, event: str, match: Mapping[str, Any]) -> str:
+    """What a run waiting on a step of `action_type` for an event waits for, in words (its type's sentences)."""
+    sentences = sentences_for(action_type)
+    if sentences is not None and sentences.waiting is not None:
+        return sentences.waiting(event, match)
     detail = ", ".join(f"{k} {json.dumps(v, ensure_ascii=False)}" for k, v in (match or {}).items())
-    return said + (f" ({detail})" if detail else "")
+    return f"the event {event}" + (f" ({detail})" if detail else "")
 
 
 def decision_words(decision: Mapping[str, Any]) -> str:
     """A log row's decision (CONTRACT: `ExecutionLog.decision`) in a sentence a marketer reads."""
     kind = decision.get("kind")
     nxt = decision.get("next")
-    then = f" → {_target(nxt)}" if nxt else ""
-    if kind == "branch":
-        values = decision.get("values") or {}
-        why = ", ".join(f"{field} = {json.dumps(value, ensure_ascii=False)}" for field, value in values.items())
-        because = f" ({why})" if why else ""
-        if decision.get("default") or not decision.get("branch"):
-            return f"No branch's conditions held{because}: took the default{then}"
-        return f"Took the branch “{decision.get('branch')}”{because}{then}"
-    if kind == "split":
-        return f"Split: bucket {decision.get('bucket')} of 100, path “{decision.get('path')}”{then}"
+    then = then_words(decision)
+    for name in registry.STEP_TYPES:  # the kinds each step type's executor decides (branch, split, end)
+        sentences = sentences_for(name)
+        if sentences is not None and isinstance(kind, str) and kind in sentences.decisions:
+            return sentences.decisions[kind](decision)
+    # The engine's own decisions: an event wait's end (any step that waits for an event), goals, retries.
     if kind == "event":
         at = _moment(decision.get("at"))
         event = decision.get("event") or "The event it waited for"  # the wait step's card names the event
@@ -158,8 +123,6 @@ def decision_words(decision: Mapping[str, Any]) -> str:
         if nxt in (None, "", "$end"):
             return f"Goal met: “{decision.get('goal')}”: the run ended"
         return f"Goal met: “{decision.get('goal')}”{then}"
-    if kind == "end":
-        return "Ended the run here (ended by step)"
     if kind == "retry":
         by = decision.get("by") or {}
         who = by.get("name") or (f"API token {by['prefix']}" if by.get("prefix") else "an operator")

@@ -15,9 +15,9 @@ from integrations.admin_forms import (
     layer_initial,
     layer_problems,
 )
+from workflows.admin_forms.condition_rows import condition_rows_field
 from workflows.admin_forms.conditions import condition_fields, operator_choices
 from workflows.admin_forms.context import BuilderContext
-from workflows.admin_forms.decisions import condition_rows_field
 from workflows.admin_forms.paths import END, ConditionBlocksField, ConditionBlocksWidget, StepChoiceWidget
 from workflows.admin_forms.steps import ACCOUNT_TAGS_LIST, where_in_list
 from workflows.admin_forms.widgets import ConditionRowsWidget, TagInput

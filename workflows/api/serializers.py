@@ -17,6 +17,7 @@ from rest_framework import serializers
 
 from api.converters import ID_SCHEMA
 from api.serializers import CHECKED, NOT_BLANK, StrictSerializer
+from workflows.api.shapes import CONDITION_OP_CHOICES, CONDITION_SCHEMA, config_schemas
 from workflows.application.selectors import has_unpublished_changes
 from workflows.domain.actions import MAX_STEP_NAME, MAX_STEPS
 from workflows.domain.execution import ExecutionStatus, StepOutcome, run_path
@@ -27,7 +28,6 @@ from workflows.domain.triggers import (
     EVENT_NAME,
     MAX_CONDITIONS,
     UNTRIGGERABLE_EVENTS,
-    ConditionOp,
     Reenrollment,
     TriggerType,
 )
@@ -38,7 +38,6 @@ from workflows.infrastructure.models import ExecutionLog, Workflow, WorkflowExec
 WORKFLOW_STATUS_CHOICES = [s.value for s in WorkflowStatus]
 EXECUTION_STATUS_CHOICES = [s.value for s in ExecutionStatus]
 TRIGGER_TYPE_CHOICES = [t.value for t in TriggerType]
-CONDITION_OP_CHOICES = [o.value for o in ConditionOp]
 REENROLLMENT_CHOICES = [r.value for r in Reenrollment]
 ACTION_TYPE_CHOICES = list(step_type_names())
 STEP_OUTCOME_CHOICES = [o.value for o in StepOutcome]
@@ -50,26 +49,6 @@ EVENT_NAME_RULE = "an event name is letters, digits and . _ : - (at most 100), e
 
 # --- Shapes, for the schema (the workflow service checks them) -----------------------------------
 
-CONDITION_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "field": {
-            "type": "string",
-            "description": "What to test: a contact field (tags, email, ...), `custom_fields.<key>`, "
-            "`consent.email|sms|voice`; in a branch also `trigger.<path>` and `steps.<key>.<path>` "
-            "(e.g. steps.call_api.status_code, steps.call_api.body.plan).",
-        },
-        "op": {"type": "string", "enum": CONDITION_OP_CHOICES},
-        "value": {
-            "description": "Compared with the field; text compares case-insensitively. A list for in / not_in, a "
-            'number for the comparisons, an ISO 8601 date/time or a relative time ("-3 days") for before / after; '
-            "none for is_set, is_not_set, exists, not_exists."
-        },
-    },
-    "required": ["field", "op"],
-    "additionalProperties": False,
-    CHECKED: "the field must be one this condition may read, and the value must fit the op",
-}
 TRIGGER_SCHEMA = {
     "type": "object",
     "description": "Who enters: manual (started by a person or an API client), api, or event.",
@@ -95,86 +74,6 @@ TRIGGER_SCHEMA = {
     },
     "additionalProperties": False,
 }
-_TARGET = {
-    "type": "string",
-    "pattern": "^([a-z0-9_]{1,64}|\\$end)$",
-    "description": 'A step key, or "$end" to end the run.',
-}
-BRANCH_CONFIG_SCHEMA = {
-    "title": "branch",
-    "type": "object",
-    "description": "The first branch whose conditions all hold is taken; else `default`. The values the "
-    "conditions read are logged with the decision.",
-    "properties": {
-        "branches": {
-            "type": "array",
-            "minItems": 1,
-            "maxItems": 20,
-            "items": {
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string", "maxLength": MAX_STEP_NAME},
-                    "conditions": {
-                        "type": "array",
-                        "minItems": 1,
-                        "maxItems": MAX_CONDITIONS,
-                        "items": CONDITION_SCHEMA,
-                    },
-                    "next": _TARGET,
-                },
-                "required": ["conditions", "next"],
-            },
-        },
-        "default": _TARGET,
-    },
-    "required": ["branches", "default"],
-}
-SPLIT_CONFIG_SCHEMA = {
-    "title": "split",
-    "type": "object",
-    "description": "Weighted paths (weights 1-100 summing to 100); a run's bucket is a hash of its id, so a "
-    "retry or a crash keeps its path. The bucket and the path are logged.",
-    "properties": {
-        "paths": {
-            "type": "array",
-            "minItems": 2,
-            "maxItems": 10,
-            "items": {
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string", "maxLength": MAX_STEP_NAME},
-                    "weight": {"type": "integer", "minimum": 1, "maximum": 100},
-                    "next": _TARGET,
-                },
-                "required": ["weight", "next"],
-            },
-        }
-    },
-    "required": ["paths"],
-}
-WAIT_FOR_EVENT_CONFIG_SCHEMA = {
-    "title": "wait_for_event",
-    "type": "object",
-    "description": "Wait until an event happens to the contact (the step's `next`), or `timeout` passes "
-    "(`on_timeout`). `match` per event: tag.added/tag.removed {tag}; contact.updated {field, value?}; "
-    "email.opened {step?}; email.clicked {step?, link?}; sms.replied {contains?}; a custom event {conditions}.",
-    "properties": {
-        "event": {"type": "string", "maxLength": 100},
-        "match": {"type": "object", "additionalProperties": True},
-        "timeout": {
-            "description": 'A number of seconds, or a text like "90 seconds", "3 days", "2d 12h".',
-            "oneOf": [{"type": "number"}, {"type": "string"}],
-        },
-        "on_timeout": _TARGET,
-    },
-    "required": ["event", "timeout", "on_timeout"],
-}
-END_CONFIG_SCHEMA = {
-    "title": "end",
-    "type": "object",
-    "description": 'Ends the run at once: COMPLETED, end_reason "ended by step".',
-    "properties": {},
-}
 STEP_SCHEMA = {
     "type": "object",
     "properties": {
@@ -192,10 +91,7 @@ STEP_SCHEMA = {
             "any step may set max_attempts and base_delay. Checked when saved: every problem is named by its "
             "path, e.g. steps[2].config.url or steps[0].config.branches[1].next.",
             "anyOf": [
-                BRANCH_CONFIG_SCHEMA,
-                SPLIT_CONFIG_SCHEMA,
-                WAIT_FOR_EVENT_CONFIG_SCHEMA,
-                END_CONFIG_SCHEMA,
+                *config_schemas(),  # each step type's own (its folder's schema.py), where it has one
                 {"title": "other actions", "type": "object", "additionalProperties": True},
             ],
         },

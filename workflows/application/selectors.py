@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 from django.db.models import Count, OuterRef, Prefetch, QuerySet, Subquery
@@ -12,6 +13,7 @@ from django.db.models import Count, OuterRef, Prefetch, QuerySet, Subquery
 from integrations.application.messages import deferred_messages
 from workflows.application.errors import ExecutionNotFound, WorkflowNotFound
 from workflows.domain.deferral import deferral_sentence
+from workflows.domain.step_types import config_type, step_type_names
 from workflows.infrastructure.models import ExecutionLog, Workflow, WorkflowExecution, WorkflowStep, WorkflowVersion
 
 
@@ -208,8 +210,15 @@ class DeferredSend:
         return f"{self.channel}{named} {self.reason}"
 
 
-_CHANNEL_WORDS = {"send_email": "email", "send_sms": "SMS", "send_voice": "voice call"}
-_CHANNEL_WORDS |= {"email": "email", "sms": "SMS", "voice": "voice call"}
+_CHANNEL_WORDS = {"email": "email", "sms": "SMS", "voice": "voice call"}
+
+
+def _step_channel(action_type: Any) -> str:
+    """The channel a send step's message goes by (its step type's config says), "" for any other step."""
+    if not isinstance(action_type, str) or action_type not in step_type_names():
+        return ""
+    channel = config_type(action_type).channel
+    return channel.value if channel is not None else ""
 
 
 def deferred_sends(*, account_id: int, contact_id: int, limit: int = 20) -> list[DeferredSend]:
@@ -238,7 +247,7 @@ def deferred_sends(*, account_id: int, contact_id: int, limit: int = 20) -> list
             data = json.loads(data)
         found.append(
             DeferredSend(
-                channel=_CHANNEL_WORDS.get(step.get("action_type", ""), "message"),
+                channel=_CHANNEL_WORDS.get(_step_channel(step.get("action_type")), "message"),
                 what=_step_words(step),
                 reason=deferral_sentence(data),
                 until=run.resume_at,

@@ -6,8 +6,10 @@ for the workflows side, the queue's table for the jobs side (through `jobs.appli
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db.models import Count, Exists, Min, OuterRef, Q
 from django.db.models.functions import TruncDay, TruncHour
@@ -18,6 +20,7 @@ from jobs.public.operations import failure_rate, queue_overview
 from workflows.application.metrics import running_executions_by_account
 from workflows.domain.execution import UNFINISHED, ExecutionStatus, StepOutcome
 from workflows.infrastructure.models import ExecutionLog, WorkflowExecution
+from workflows.steps import registry
 
 IN_FLIGHT = sorted(UNFINISHED)  # the domain's sets, so the dashboard counts as the limit and the rules do
 RUN_STATUSES = [status.value for status in ExecutionStatus]
@@ -73,6 +76,21 @@ class StepCounts:
     paths: list[tuple[str, int]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class TakenPaths:
+    """How a deciding step type's log rows say which way each run went (its executor module's `PATHS`)."""
+
+    kind: str  # the `kind` of its decisions
+    keys: tuple[str, ...]  # the decision's keys that name the way taken
+    words: Callable[[Mapping[str, Any]], str]  # the way taken, in words, from those keys' values
+
+
+def taken_paths() -> dict[str, TakenPaths]:
+    """The step types whose ways are counted, by their decisions' kind."""
+    found = (getattr(registry.load(name, "executor"), "PATHS", None) for name in registry.STEP_TYPES)
+    return {paths.kind: paths for paths in found if isinstance(paths, TakenPaths)}
+
+
 def _most_taken_first(item: tuple[str, int]) -> tuple[int, bool, str]:
     """Most taken first; at a tie the default comes after the branches."""
     return (-item[1], item[0].startswith("the default"), item[0])
@@ -98,19 +116,19 @@ def workflow_step_counts(*, workflow_id: int, since: datetime) -> list[StepCount
         .order_by("step_index")
     )
     taken: dict[int, dict[str, int]] = {}
+    counted = taken_paths()
+    keys = sorted({key for paths in counted.values() for key in paths.keys})
     decided = (
         ExecutionLog.objects.filter(
-            execution__workflow_id=workflow_id, started_at__gte=since, decision__kind__in=["branch", "split"]
+            execution__workflow_id=workflow_id, started_at__gte=since, decision__kind__in=sorted(counted)
         )
         .order_by()
-        .values("step_index", "decision__kind", "decision__branch", "decision__path")
+        .values("step_index", "decision__kind", *(f"decision__{key}" for key in keys))
         .annotate(n=Count("id"))
     )
     for row in decided:
-        if row["decision__kind"] == "split":
-            path = f"path “{row['decision__path']}”"
-        else:
-            path = f"“{row['decision__branch']}”" if row["decision__branch"] else "the default (no branch held)"
+        paths = counted[row["decision__kind"]]
+        path = paths.words({key: row[f"decision__{key}"] for key in paths.keys})
         per_step = taken.setdefault(row["step_index"], {})
         per_step[path] = per_step.get(path, 0) + row["n"]
     return [

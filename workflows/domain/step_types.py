@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, cast
 
+from integrations.domain.sending.message import Channel
 from workflows.domain.errors import FieldError
 from workflows.domain.validation import Reader
 from workflows.steps import registry
@@ -42,6 +43,7 @@ class StepConfigType:
     waits: bool = False  # a loop through it waits (a loop must pass one, or it would spin)
     step_reads: StepReads | None = None  # conditions that read `steps.<key>`: the graph checks the key exists
     shown: Shown | None = None  # None: shown as stored
+    channel: Channel | None = None  # a send step: the channel of its message (the sending rules are asked per one)
     restore: Restore | None = None  # with `shown`: how a round trip keeps the hidden values
 
 

@@ -17,7 +17,6 @@ from workflows.domain.execution import COUNTED_FOR_LIMIT, ExecutionStatus, StepO
 from workflows.domain.scheduled_hooks import HookAction, HookRunStatus, HookStatus
 from workflows.domain.triggers import Reenrollment, TriggerType
 from workflows.domain.workflow import WorkflowStatus
-from workflows.steps.registry import STEP_TYPES
 
 
 def _choices(enum) -> list[tuple[str, str]]:
@@ -109,7 +108,9 @@ class WorkflowStep(models.Model):
     # Stable in the workflow: `next` and the configs' paths name steps by key (generated `step_<n>`).
     key = models.CharField(max_length=64, default="")
     name = models.CharField(max_length=200, blank=True, default="")
-    action_type = models.CharField(max_length=32, choices=[(name, name.replace("_", " ")) for name in STEP_TYPES])
+    # A name of the step type registry (workflows/steps/registry.py): checked by the domain when saved, not by a
+    # `choices` list, so a new step type is a folder and a registry line, no migration.
+    action_type = models.CharField(max_length=32)
     config = models.JSONField(default=dict, blank=True)
     # The key of the step that follows, or "$end"; blank: the following step in order.
     next_key = models.CharField(max_length=64, blank=True, default="")

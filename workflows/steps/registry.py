@@ -9,6 +9,7 @@ layer loads only its own part (`load(name, "config")` from the domain, `"executo
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from functools import cache
 from types import ModuleType
 
@@ -27,7 +28,8 @@ STEP_TYPES: tuple[str, ...] = (
     "end",
 )
 
-PARTS = ("config", "executor", "form", "sentences")
+PARTS = ("config", "executor", "form", "sentences")  # every type has these
+OPTIONAL_PARTS = ("schema",)  # its config's OpenAPI schema (the API ring), where the type documents one
 
 
 @cache
@@ -36,6 +38,16 @@ def load(name: str, part: str) -> ModuleType:
     attributes (`CONFIG`, `EXECUTOR` ...) at each use, so a test may stand one in for a while."""
     if name not in STEP_TYPES:
         raise KeyError(name)
-    if part not in PARTS:
-        raise ValueError(f"a step type's parts are {', '.join(PARTS)}, not {part!r}")
+    if part not in (*PARTS, *OPTIONAL_PARTS):
+        raise ValueError(f"a step type's parts are {', '.join((*PARTS, *OPTIONAL_PARTS))}, not {part!r}")
     return importlib.import_module(f"{__package__}.{name}.{part}")
+
+
+@cache
+def load_optional(name: str, part: str) -> ModuleType | None:
+    """An optional part of a step type, or None when its folder has none."""
+    if name not in STEP_TYPES:
+        raise KeyError(name)
+    if importlib.util.find_spec(f"{__package__}.{name}.{part}") is None:
+        return None
+    return load(name, part)

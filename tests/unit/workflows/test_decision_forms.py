@@ -3,7 +3,6 @@ stored config comes back into the same fields (no JSON on the everyday path). Fo
 
 from django.http import QueryDict
 
-from workflows.admin_forms import decisions  # noqa: F401 - registers the forms
 from workflows.admin_forms.context import BuilderContext, StepRef
 from workflows.admin_forms.steps import STEP_FORMS
 

@@ -114,7 +114,7 @@
       select.appendChild(option("", select.dataset.blank || "— choose a step —", !current));
       let found = !current || (current === "$end" && !!select.dataset.end);
       refs.forEach(function (ref, index) {
-        if (ref.card === owner || !ref.key || (only && ref.type !== only)) return;
+        if (ref.card === owner || !ref.key || (only && only.split("|").indexOf(ref.type) < 0)) return;
         if (ref.key === current) found = true;
         select.appendChild(option(ref.key, (index + 1) + ". " + ref.label + " (" + ref.key + ")", ref.key === current));
       });
@@ -136,9 +136,10 @@
           if (boolean) o.dataset.boolean = "1";
           group.appendChild(o);
         };
-        if (ref.type === "send_email") { add(base + ".opened", "was opened", true); add(base + ".clicked", "a link was clicked", true); }
-        else if (ref.type === "webhook") { add(base + ".status_code", "response status"); add(base + ".body.", "answer field…"); }
-        else if (ref.type === "send_sms" || ref.type === "send_voice") add(base + ".status", "delivery status");
+        // what each step type's result offers (its form's result_fields, sent by the server as stepKinds)
+        (((config.stepKinds || {})[ref.type] || {}).results || []).forEach(function (result) {
+          add(base + result[0], result[1], result[2]);
+        });
       });
       if (current && select.value !== current) {
         // a step's result chosen before that step was renamed or removed: keep it, named as typed

@@ -8,6 +8,7 @@ from uuid import UUID
 
 from integrations.domain.redaction import REDACTED
 from workflows.application.actions import ActionResult, StepRun
+from workflows.application.stats import TakenPaths
 from workflows.domain.actions import END, ENDED_BY_STEP
 from workflows.domain.conditions import Condition, ConditionOp, Facts, all_hold
 from workflows.domain.execution import StepOutcome
@@ -70,3 +71,9 @@ def _as_shown(shown: Any, value: Any) -> Any:
 
 
 EXECUTOR = BranchStep()
+# The statistics count runs per branch taken ("the default" when none held).
+PATHS = TakenPaths(
+    kind="branch",
+    keys=("branch",),
+    words=lambda d: f"“{d['branch']}”" if d["branch"] else "the default (no branch held)",
+)

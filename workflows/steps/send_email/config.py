@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from integrations.domain.sending.message import Channel
 from integrations.domain.sending.settings import STEP_KEYS as SENDING_STEP_KEYS
 from integrations.domain.sending.settings import StepSendingRules
 from workflows.domain.actions import sending_overrides
@@ -30,4 +31,6 @@ def parse(r: Reader) -> SendEmailConfig:
     return SendEmailConfig(subject=subject or "", text=text or "", html=html, sending=sending_overrides(r))
 
 
-CONFIG = StepConfigType(name="send_email", keys=("subject", "text", "html", *SENDING_STEP_KEYS), parse=parse)
+CONFIG = StepConfigType(
+    name="send_email", channel=Channel.EMAIL, keys=("subject", "text", "html", *SENDING_STEP_KEYS), parse=parse
+)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from integrations.domain.sending.message import Channel
 from integrations.domain.sending.settings import STEP_KEYS as SENDING_STEP_KEYS
 from integrations.domain.sending.settings import StepSendingRules
 from workflows.domain.actions import sending_overrides
@@ -24,4 +25,4 @@ def parse(r: Reader) -> SendSmsConfig:
     return SendSmsConfig(body=body, sending=sending_overrides(r))
 
 
-CONFIG = StepConfigType(name="send_sms", keys=("body", *SENDING_STEP_KEYS), parse=parse)
+CONFIG = StepConfigType(name="send_sms", channel=Channel.SMS, keys=("body", *SENDING_STEP_KEYS), parse=parse)

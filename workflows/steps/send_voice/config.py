@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from integrations.domain.sending.message import Channel
 from integrations.domain.sending.settings import STEP_KEYS as SENDING_STEP_KEYS
 from integrations.domain.sending.settings import StepSendingRules
 from workflows.domain.actions import http_url_problem, sending_overrides
@@ -57,6 +58,7 @@ def restore(
 
 CONFIG = StepConfigType(
     name="send_voice",
+    channel=Channel.VOICE,
     keys=("message", "recording_url", *SENDING_STEP_KEYS),
     parse=parse,
     shown=shown,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import cast
 
 from workflows.application.actions import ActionResult, StepRun
+from workflows.application.stats import TakenPaths
 from workflows.domain.actions import END, ENDED_BY_STEP
 from workflows.steps.split.config import SplitConfig, split_bucket
 
@@ -29,3 +30,4 @@ class SplitStep:
 
 
 EXECUTOR = SplitStep()
+PATHS = TakenPaths(kind="split", keys=("path",), words=lambda d: f"path “{d['path']}”")  # runs per path, counted

@@ -1,10 +1,5 @@
-"""The builder's forms for the steps that decide (#11): branch, split, wait for an event, end.
-
-Each produces the CONTRACT's config (`branches` + `default`; `paths`; `event` + `match` + `timeout` +
-`on_timeout`; `{}`); where the run goes is chosen from the workflow's steps by key. The rules (a `next`
-names a step, weights sum to 100, every path ends) are the domain's; the forms check only what they need
-to say plainly before the domain sees the whole graph.
-"""
+"""The builder's form of a wait for an event: what to wait for (the engagement events, the account's own, or
+another by name), what it must match, how long at most, and where the run goes if it does not happen."""
 
 from __future__ import annotations
 
@@ -13,136 +8,13 @@ from typing import Any, cast
 
 from django import forms
 
-from workflows.admin_forms.conditions import (
-    OPERATORS,
-    condition_fields,
-    is_boolean_field,
-    operator_choices,
-)
+from workflows.admin_forms.condition_rows import condition_rows_field, conditions_ok
+from workflows.admin_forms.conditions import operator_choices
 from workflows.admin_forms.context import CONTACT_FIELD_LABELS
-from workflows.admin_forms.paths import (
-    ConditionBlocksField,
-    ConditionBlocksWidget,
-    SplitPathsField,
-    SplitPathsWidget,
-    StepChoiceField,
-    StepChoiceWidget,
-)
-from workflows.admin_forms.steps import ACCOUNT_TAGS_LIST, StepConfigForm, register_step_form
-from workflows.admin_forms.widgets import ConditionRowsField, ConditionRowsWidget, TagInput
+from workflows.admin_forms.paths import StepChoiceField
+from workflows.admin_forms.steps import ACCOUNT_TAGS_LIST, StepConfigForm, step_forms
+from workflows.admin_forms.widgets import ConditionRowsWidget, TagInput
 from workflows.domain.actions import parse_duration
-
-VALUE_KINDS = {op: kind for op, (_label, kind) in OPERATORS.items()}
-
-
-def condition_rows_field(**kwargs: Any) -> ConditionRowsField:
-    """A condition rows field reading values as the CONTRACT's operators take them."""
-    return ConditionRowsField(value_kinds=VALUE_KINDS, is_boolean=is_boolean_field, **kwargs)
-
-
-def _conditions_ok(conditions: Any) -> bool:
-    return isinstance(conditions, list) and all(
-        isinstance(c, Mapping) and set(c) <= {"field", "op", "value"} and isinstance(c.get("field"), str)
-        for c in conditions
-    )
-
-
-@register_step_form
-class BranchForm(StepConfigForm):
-    action_type = "branch"
-    label = "Branch (if / else)"
-    group = "Decide"
-    description = "Send the contact one way or another: the first branch whose conditions all hold is taken."
-    keys = {"branches": "branches", "default": "default"}
-    decides = True
-
-    branches = ConditionBlocksField(label="Branches", conditions=condition_rows_field())
-    default = StepChoiceField(label="Otherwise, go to")
-    field_order = ["branches", "default"]
-
-    def setup(self) -> None:
-        steps = self.builder.steps
-        self.fields["branches"].widget = ConditionBlocksWidget(
-            conditions=ConditionRowsWidget(
-                field_choices=condition_fields(self.builder),
-                operators=operator_choices(),
-                earlier_steps="Steps' results",
-            ),
-            target=StepChoiceWidget(steps=steps),
-        )
-        cast(StepChoiceField, self.fields["default"]).set_steps(steps)
-        self.fields["default"].help_text = "Where contacts go when no branch's conditions hold."
-
-    @classmethod
-    def initial_from(cls, config: Mapping[str, Any]) -> dict[str, Any] | None:
-        if set(config) - {"branches", "default"}:
-            return None
-        branches = config.get("branches") or []
-        if not isinstance(branches, list):
-            return None
-        for branch in branches:
-            if not isinstance(branch, Mapping) or set(branch) - {"name", "conditions", "next"}:
-                return None
-            if not _conditions_ok(branch.get("conditions") or []):
-                return None
-        return {"branches": [dict(b) for b in branches], "default": config.get("default") or ""}
-
-    def clean(self) -> dict[str, Any]:
-        data = cast(dict[str, Any], super().clean())  # a form's clean() returns its cleaned_data
-        if "branches" in data and not data["branches"]:
-            self.add_error("branches", "Add at least one branch: its conditions, and the step it leads to.")
-        if "default" in data and not data["default"]:
-            self.add_error("default", "Choose where contacts go when no branch's conditions hold.")
-        return data
-
-    def to_config(self) -> dict[str, Any]:
-        return {"branches": self.cleaned_data["branches"], "default": self.cleaned_data["default"]}
-
-
-@register_step_form
-class SplitForm(StepConfigForm):
-    action_type = "split"
-    label = "Split (A/B test)"
-    group = "Decide"
-    description = "Send each contact down one path at random, by the shares you set (the same contact, the same path)."
-    keys = {"paths": "paths"}
-    decides = True
-
-    paths = SplitPathsField(label="Paths", required=False)
-
-    def setup(self) -> None:
-        self.fields["paths"].widget = SplitPathsWidget(target=StepChoiceWidget(steps=self.builder.steps))
-        self.fields["paths"].help_text = "The shares must add up to 100%."
-
-    @classmethod
-    def initial_from(cls, config: Mapping[str, Any]) -> dict[str, Any] | None:
-        if set(config) - {"paths"}:
-            return None
-        paths = config.get("paths") or []
-        if not isinstance(paths, list) or not all(
-            isinstance(p, Mapping) and not set(p) - {"name", "weight", "next"} for p in paths
-        ):
-            return None
-        return {"paths": [dict(p) for p in paths]}
-
-    def clean(self) -> dict[str, Any]:
-        data = cast(dict[str, Any], super().clean())  # a form's clean() returns its cleaned_data
-        paths = data.get("paths")
-        if paths is None:
-            return data
-        if len(paths) < 2:
-            self.add_error("paths", "A split needs at least two paths.")
-        weights = [p["weight"] for p in paths if isinstance(p["weight"], int)]
-        if len(weights) == len(paths) and paths:
-            if any(w < 1 or w > 100 for w in weights):
-                self.add_error("paths", "Each share is a whole number from 1 to 100.")
-            elif sum(weights) != 100:
-                self.add_error("paths", f"The shares add up to {sum(weights)}%: they must add up to 100%.")
-        return data
-
-    def to_config(self) -> dict[str, Any]:
-        return {"paths": self.cleaned_data["paths"]}
-
 
 ENGAGEMENT_EVENTS = [
     (
@@ -182,7 +54,6 @@ _MATCH_FIELDS = {
 }
 
 
-@register_step_form
 class WaitForEventForm(StepConfigForm):
     action_type = "wait_for_event"
     label = "Wait for something to happen"
@@ -263,10 +134,10 @@ class WaitForEventForm(StepConfigForm):
                 else []
             ),
         ]
-        email_steps = [step for step in builder.steps if step.action_type == "send_email"]
+        tracked = [name for name, form in step_forms().items() if form.tracks_engagement]  # email steps
         email_field = cast(StepChoiceField, self.fields["email_step"])
-        email_field.set_steps(email_steps)
-        email_field.widget.attrs["data-only"] = "send_email"
+        email_field.set_steps([step for step in builder.steps if step.action_type in tracked])
+        email_field.widget.attrs["data-only"] = "|".join(tracked)
         cast(StepChoiceField, self.fields["on_timeout"]).set_steps(builder.steps)
         self.fields["event_conditions"].widget = ConditionRowsWidget(
             field_choices=[("The event", [("event.", "Event data…")])],
@@ -301,7 +172,7 @@ class WaitForEventForm(StepConfigForm):
             initial["event"] = event
             initial.update({fields[key]: value for key, value in match.items()})
         elif event:
-            if set(match) - {"conditions"} or not _conditions_ok(match.get("conditions") or []):
+            if set(match) - {"conditions"} or not conditions_ok(match.get("conditions") or []):
                 return None
             initial["event"] = OTHER_EVENT
             initial["custom_event"] = event
@@ -366,18 +237,4 @@ class WaitForEventForm(StepConfigForm):
         return super().field_for(rest)
 
 
-@register_step_form
-class EndForm(StepConfigForm):
-    action_type = "end"
-    label = "End the run"
-    group = "Decide"
-    description = "Stop here: the contact's run completes (“ended by step”)."
-    keys = {}
-    decides = True
-
-    @classmethod
-    def initial_from(cls, config: Mapping[str, Any]) -> dict[str, Any] | None:
-        return {} if not config else None
-
-    def to_config(self) -> dict[str, Any]:
-        return {}
+FORM = WaitForEventForm
