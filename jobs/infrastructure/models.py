@@ -39,7 +39,8 @@ class Job(models.Model):
     worker_id = models.CharField(max_length=120, blank=True, default="")
     # Foreign keys into `default`, which the queue's database may not hold (JOBS_DATABASE): no constraint, and
     # Django does nothing on delete (it would look for jobs in the deleted row's database). Deleting an account
-    # or a user clears them on the queue's database instead (jobs.application.limits, DDD_NOTES).
+    # or a user clears them on the queue's database instead (jobs.application.limits;
+    # docs/subsystems/queue-in-its-own-database.md).
     account = models.ForeignKey(
         "accounts.Account", null=True, blank=True, on_delete=models.DO_NOTHING, db_index=False, db_constraint=False
     )
@@ -110,7 +111,7 @@ class Lane(models.Model):
     Kept in step with jobs_job by triggers (sql/lanes.sql) in the writer's own transaction: a job
     that becomes due makes sure its lane exists and is due no later than the job. The claim reads
     lanes, not jobs, to find who can run, so an account at its max_concurrent_jobs costs a claim one
-    lane row however many jobs it has waiting (DDD_NOTES "Fair claims"). Account 0: jobs of no account.
+    lane row however many jobs it has waiting (docs/decisions/fair-claims.md). Account 0: jobs of no account.
     """
 
     account_id = models.BigIntegerField()  # not a foreign key: a lane outlives nothing and blocks no delete
@@ -208,7 +209,7 @@ class MetricCounter(models.Model):
 
     Kept here rather than in prometheus-client's per-host multiprocess files because workers and web
     processes run on different hosts; any web process then serves the whole installation's numbers, and a
-    restarted worker never resets them (DDD_NOTES "Metrics").
+    restarted worker never resets them (docs/decisions/metrics-in-the-database.md).
     """
 
     name = models.CharField(max_length=100)

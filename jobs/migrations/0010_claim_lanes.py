@@ -2,7 +2,7 @@
 queue's tables' storage parameters (autovacuum, fillfactor).
 
 An account at its max_concurrent_jobs costs a claim one lane row, not a walk over its waiting jobs
-(issue 15; DDD_NOTES "Fair claims"). The lanes of jobs already waiting are filled in after the triggers
+(issue 15; docs/decisions/fair-claims.md). The lanes of jobs already waiting are filled in after the triggers
 exist (CREATE TRIGGER locks jobs_job until this migration commits, so no job is missed).
 """
 

@@ -109,7 +109,8 @@ class StepRun:
     def webhook_message_id(self) -> str:
         """The Standard Webhooks id of this step's message: the same on every attempt the engine makes of
         the step (its automatic retries), so receivers drop duplicates; a new one after an operator's retry
-        of the FAILED run, which asks for a new delivery that a receiver must not drop (DDD_NOTES)."""
+        of the FAILED run, which asks for a new delivery that a receiver must not drop
+        (docs/decisions/webhook-signing.md)."""
         message = f"run_{self.execution_id.hex}_step_{self.step.index}"
         visit = self.visit
         if visit > 1:  # a loop brought the run here again: a new message, the same on each of its attempts
